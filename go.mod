@@ -1,0 +1,3 @@
+module github.com/kvgate/kvgate
+
+go 1.26.8
