@@ -1,0 +1,194 @@
+package kvhints
+
+import (
+	"bytes"
+	"errors"
+)
+
+// Reason says why a hint was ignored; the zero value means it was not.
+type Reason uint8
+
+// The reasons, as the label values of trtllm_kv_hints_ignored_total.
+const (
+	ReasonNone Reason = iota
+	// ReasonUntrusted: the sender may not send hints, so the hint was removed.
+	ReasonUntrusted
+	// ReasonUnknownVersion: protocol_version is a string other than "0.1".
+	ReasonUnknownVersion
+	// ReasonOversized: the compact envelope is over MaxCompactBytes.
+	ReasonOversized
+	// ReasonMalformed: the envelope breaks a structural or content rule.
+	ReasonMalformed
+)
+
+// Reasons lists every reason that is counted, in label order.
+var Reasons = [...]Reason{ReasonUntrusted, ReasonUnknownVersion, ReasonOversized, ReasonMalformed}
+
+// String returns the metric label value ("untrusted", ...), or "" for ReasonNone.
+func (r Reason) String() string {
+	switch r {
+	case ReasonUntrusted:
+		return "untrusted"
+	case ReasonUnknownVersion:
+		return "unknown_version"
+	case ReasonOversized:
+		return "oversized"
+	case ReasonMalformed:
+		return "malformed"
+	}
+	return ""
+}
+
+const (
+	// ProtocolVersion is the one envelope version this package admits.
+	ProtocolVersion = "0.1"
+	// MaxCompactBytes bounds the canonical compact encoding of an envelope.
+	MaxCompactBytes = 65536
+	// MaxRawBytes bounds the raw value before it is canonicalized. Compact
+	// encoding can shrink a value only by dropping whitespace and escapes,
+	// so this bound leaves room for pretty-printed envelopes while keeping
+	// the work for a huge value to one shallow scan.
+	MaxRawBytes = 16 * MaxCompactBytes
+	// DefaultMaxDepth is the default nesting limit; the envelope is depth 1.
+	DefaultMaxDepth = 128
+)
+
+// Limits are the operator's knobs for admission.
+type Limits struct {
+	// MaxDepth is the deepest nesting admitted; 0 means DefaultMaxDepth.
+	MaxDepth int
+}
+
+func (l Limits) maxDepth() int {
+	if l.MaxDepth <= 0 {
+		return DefaultMaxDepth
+	}
+	return l.MaxDepth
+}
+
+// Admitter admits envelopes, reusing its scratch buffers across calls.
+// The zero value is ready to use; an Admitter is not safe for concurrent use,
+// but the snapshots it returns are.
+type Admitter struct {
+	stack []byte
+	canon canonicalizer
+}
+
+// Admit decides one kv_hints value given as raw JSON bytes (surrounding
+// whitespace allowed). It returns the snapshot of an admitted envelope, or
+// the reason it was ignored. A JSON null returns (nil, ReasonNone): no hint.
+func Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
+	var a Admitter
+	return a.Admit(raw, lim)
+}
+
+// Admit is the package-level Admit with reusable scratch space: rules 1 to 5
+// of DESIGN.md section 3, in order.
+func (a *Admitter) Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
+	i := skipWS(raw, 0)
+	end, stack, err := skipValue(raw, i, a.stack)
+	a.stack = stack
+	if err != nil || skipWS(raw, end) != len(raw) {
+		return nil, ReasonMalformed
+	}
+	v := raw[i:end]
+	// Rule 1 and 2.
+	if string(v) == "null" {
+		return nil, ReasonNone
+	}
+	if v[0] != '{' {
+		return nil, ReasonMalformed
+	}
+	// Rule 3, from the raw object before anything else is read.
+	if r := checkVersion(v, a.stack); r != ReasonNone {
+		return nil, r
+	}
+	// Rule 4: a cheap raw bound first, then the exact compact size.
+	if len(v) > MaxRawBytes {
+		return nil, ReasonOversized
+	}
+	canon, oversized, ok := a.canon.canonicalize(v, lim.maxDepth(), MaxCompactBytes)
+	if oversized {
+		return nil, ReasonOversized
+	}
+	// Rule 5.
+	if !ok {
+		return nil, ReasonMalformed
+	}
+	snap, err := parseLayout(bytes.Clone(canon))
+	if err != nil {
+		return nil, ReasonMalformed
+	}
+	return snap, ReasonNone
+}
+
+// checkVersion finds protocol_version among the members of the valid JSON
+// object obj. A missing, non-string or repeated version is malformed.
+func checkVersion(obj []byte, stack []byte) Reason {
+	var version []byte
+	found := false
+	var name [64]byte
+	err := members(obj, stack, func(key, val []byte) bool {
+		if !keyIs(key, "protocol_version", name[:0]) {
+			return true
+		}
+		if found || val[0] != '"' {
+			found, version = true, nil
+			return false
+		}
+		found = true
+		version, _ = decodeString(nil, val)
+		return true
+	})
+	if err != nil || version == nil {
+		return ReasonMalformed
+	}
+	if string(version) != ProtocolVersion {
+		return ReasonUnknownVersion
+	}
+	return ReasonNone
+}
+
+// members calls fn with the raw key literal and raw value of each member of
+// the valid JSON object obj, in order, until fn returns false.
+func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
+	i := skipWS(obj, 1)
+	if obj[i] == '}' {
+		return nil
+	}
+	for {
+		kend, _, err := scanString(obj, i)
+		if err != nil {
+			return err
+		}
+		vstart := skipWS(obj, skipWS(obj, kend)+1)
+		vend, s, err := skipValue(obj, vstart, stack)
+		stack = s
+		if err != nil {
+			return err
+		}
+		if !fn(obj[i:kend], obj[vstart:vend]) {
+			return nil
+		}
+		i = skipWS(obj, vend)
+		if obj[i] == '}' {
+			return nil
+		}
+		i = skipWS(obj, i+1)
+	}
+}
+
+// keyIs reports whether the key literal decodes to name, using scratch for
+// escaped keys. Only short literals can decode to a short name.
+func keyIs(lit []byte, name string, scratch []byte) bool {
+	if len(lit) == len(name)+2 && string(lit[1:len(lit)-1]) == name {
+		return true
+	}
+	if len(lit) < len(name)+2 || len(lit) > 6*len(name)+2 || bytes.IndexByte(lit, '\\') < 0 {
+		return false
+	}
+	dec, lone := decodeString(scratch, lit)
+	return !lone && string(dec) == name
+}
+
+var errLayout = errors.New("kvhints: envelope does not have the version 0.1 structure")

@@ -1,0 +1,290 @@
+package kvhints
+
+import "strings"
+
+// Outcome is what the rewrite did with a request body.
+type Outcome uint8
+
+// The outcomes, one per request.
+const (
+	// OutcomeNoHint: the body has no top-level kv_hints member.
+	OutcomeNoHint Outcome = iota
+	// OutcomeNullHint: every kv_hints member is null; nothing is counted.
+	OutcomeNullHint
+	// OutcomeStripped: untrusted, and a non-null hint was removed.
+	OutcomeStripped
+	// OutcomeAdmitted: trusted, and the hint was replaced by its snapshot.
+	OutcomeAdmitted
+	// OutcomeDiscarded: trusted, and the hint was removed with a reason.
+	OutcomeDiscarded
+	// OutcomeRejected: the body itself is unacceptable; nothing is forwarded.
+	OutcomeRejected
+)
+
+// String returns the outcome's name as the vectors and the CLI spell it.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeNoHint:
+		return "no_hint"
+	case OutcomeNullHint:
+		return "null_hint"
+	case OutcomeStripped:
+		return "stripped"
+	case OutcomeAdmitted:
+		return "admitted"
+	case OutcomeDiscarded:
+		return "discarded"
+	case OutcomeRejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// Policy is how a host treats hints.
+type Policy struct {
+	// Trusted admits hints from this sender; otherwise they are removed.
+	Trusted bool
+	// Limits apply to admitted envelopes.
+	Limits Limits
+	// MaxBodyBytes rejects longer bodies with 413; 0 means no limit here
+	// (hosts enforce their own limit before buffering).
+	MaxBodyBytes int
+}
+
+// Result describes one rewrite.
+type Result struct {
+	Outcome Outcome
+	// Reason is set for OutcomeStripped (untrusted) and OutcomeDiscarded.
+	Reason Reason
+	// Snapshot is the admitted envelope for OutcomeAdmitted.
+	Snapshot *Snapshot
+	// Status and Message are set for OutcomeRejected: the HTTP status to
+	// answer with and a message that never quotes the body.
+	Status  int
+	Message string
+}
+
+// Rewrite returns the body to forward and what was done. When nothing
+// changes, the returned slice is body itself; otherwise it is new memory.
+func Rewrite(body []byte, p Policy) ([]byte, Result) {
+	var r Rewriter
+	return r.Rewrite(body, p)
+}
+
+// Rewriter rewrites bodies, reusing its buffers from call to call so that a
+// long-lived caller (the wasm guest) allocates nothing per request in steady
+// state. It is not safe for concurrent use.
+type Rewriter struct {
+	out     []byte
+	stack   []byte
+	hints   []member
+	admit   Admitter
+	scratch [64]byte
+}
+
+// member is one top-level kv_hints member of the body.
+type member struct {
+	idx              int // position among all top-level members
+	key, val, valEnd int // offsets of the key's quote, the value, the value's end
+	next             int // offset of the next member's key, or -1 when last
+}
+
+// Rewrite is the package-level Rewrite with reusable buffers. A changed body
+// is returned in the Rewriter's own buffer, valid until the next call.
+func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
+	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
+		return nil, reject(413, "request body is larger than the limit of "+itoa(p.MaxBodyBytes)+" bytes")
+	}
+	firstKept, msg := r.scan(body)
+	if msg != "" {
+		return nil, reject(400, msg)
+	}
+	if len(r.hints) == 0 {
+		return body, Result{Outcome: OutcomeNoHint}
+	}
+	nonNull := false
+	for _, h := range r.hints {
+		if string(body[h.val:h.valEnd]) != "null" {
+			nonNull = true
+			break
+		}
+	}
+	if !p.Trusted {
+		res := Result{Outcome: OutcomeNullHint}
+		if nonNull {
+			res = Result{Outcome: OutcomeStripped, Reason: ReasonUntrusted}
+		}
+		return r.remove(body, firstKept), res
+	}
+	if len(r.hints) > 1 {
+		return r.remove(body, firstKept), Result{Outcome: OutcomeDiscarded, Reason: ReasonMalformed}
+	}
+	if !nonNull {
+		return body, Result{Outcome: OutcomeNullHint}
+	}
+	h := r.hints[0]
+	snap, reason := r.admit.Admit(body[h.val:h.valEnd], p.Limits)
+	if reason != ReasonNone {
+		return r.remove(body, firstKept), Result{Outcome: OutcomeDiscarded, Reason: reason}
+	}
+	out := append(r.out[:0], body[:h.val]...)
+	out = append(out, snap.b...)
+	out = append(out, body[h.valEnd:]...)
+	r.out = out
+	return out, Result{Outcome: OutcomeAdmitted, Snapshot: snap}
+}
+
+func reject(status int, msg string) Result {
+	return Result{Outcome: OutcomeRejected, Status: status, Message: msg}
+}
+
+// scan reads the body as Python's json.loads does and records every
+// top-level kv_hints member. It returns the index of the first top-level
+// member that is not a hint (-1 if none), or a message when the body is not
+// acceptable JSON.
+func (r *Rewriter) scan(b []byte) (firstKept int, msg string) {
+	r.hints = r.hints[:0]
+	firstKept = -1
+	if m := unsupportedEncoding(b); m != "" {
+		return -1, m
+	}
+	i := 0
+	if hasPrefix(b, "\xef\xbb\xbf") {
+		i = 3
+	}
+	i = skipWS(b, i)
+	if i == len(b) {
+		return -1, "request body is empty; expected a JSON object"
+	}
+	if b[i] != '{' {
+		// No member can be a hint; the value only has to be valid JSON.
+		end, stack, err := skipValue(b, i, r.stack)
+		r.stack = stack
+		if err != nil {
+			return -1, "request body is not valid JSON: " + err.Error()
+		}
+		if skipWS(b, end) != len(b) {
+			return -1, "request body is not valid JSON: extra data at byte " + itoa(skipWS(b, end))
+		}
+		return -1, ""
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for idx := 0; ; idx++ {
+			if i >= len(b) || b[i] != '"' {
+				return -1, "request body is not valid JSON: expecting property name enclosed in double quotes at byte " + itoa(i)
+			}
+			kend, escaped, err := scanString(b, i)
+			if err != nil {
+				return -1, "request body is not valid JSON: " + err.Error()
+			}
+			if n := len(r.hints); n > 0 && r.hints[n-1].next == -1 && r.hints[n-1].idx == idx-1 {
+				r.hints[n-1].next = i
+			}
+			key := i
+			i = skipWS(b, kend)
+			if i >= len(b) || b[i] != ':' {
+				return -1, "request body is not valid JSON: expecting ':' delimiter at byte " + itoa(i)
+			}
+			val := skipWS(b, i+1)
+			end, stack, err := skipValue(b, val, r.stack)
+			r.stack = stack
+			if err != nil {
+				return -1, "request body is not valid JSON: " + err.Error()
+			}
+			if isHintKey(b[key:kend], escaped, r.scratch[:0]) {
+				r.hints = append(r.hints, member{idx: idx, key: key, val: val, valEnd: end, next: -1})
+			} else if firstKept < 0 {
+				firstKept = idx
+			}
+			i = skipWS(b, end)
+			if i < len(b) && b[i] == '}' {
+				i++
+				break
+			}
+			if i >= len(b) || b[i] != ',' {
+				return -1, "request body is not valid JSON: expecting ',' delimiter at byte " + itoa(i)
+			}
+			i = skipWS(b, i+1)
+		}
+	}
+	if j := skipWS(b, i); j != len(b) {
+		return -1, "request body is not valid JSON: extra data at byte " + itoa(j)
+	}
+	return firstKept, ""
+}
+
+// isHintKey reports whether a top-level key literal names kv_hints once
+// decoded, as Python would decode it.
+func isHintKey(lit []byte, escaped bool, scratch []byte) bool {
+	if !escaped {
+		return string(lit) == `"kv_hints"`
+	}
+	return keyIs(lit, "kv_hints", scratch)
+}
+
+// remove returns the body without its kv_hints members. The text before the
+// first member and after the last one stays; each kept member keeps the
+// separator that preceded it, except the first kept member, which needs
+// none. So a member before the first kept one is cut with the separator
+// after it, and any later one with the separator before it.
+func (r *Rewriter) remove(b []byte, firstKept int) []byte {
+	out := r.out[:0]
+	from := 0
+	for _, h := range r.hints {
+		cutStart, cutEnd := h.key, h.valEnd
+		switch {
+		case firstKept >= 0 && h.idx > firstKept:
+			cutStart = separatorStart(b, h.key)
+		case h.next >= 0:
+			cutEnd = h.next
+		}
+		out = append(out, b[from:cutStart]...)
+		from = cutEnd
+	}
+	out = append(out, b[from:]...)
+	r.out = out
+	return out
+}
+
+// separatorStart returns where the separator before the member whose key
+// starts at key begins: the end of the previous member's value. Only
+// whitespace and one comma lie between the two.
+func separatorStart(b []byte, key int) int {
+	i := key - 1
+	for isWS(b[i]) {
+		i--
+	}
+	i-- // the comma
+	for isWS(b[i]) {
+		i--
+	}
+	return i + 1
+}
+
+// unsupportedEncoding recognises UTF-16 and UTF-32 bodies, with or without
+// a byte order mark, the way Python's json.detect_encoding does.
+func unsupportedEncoding(b []byte) string {
+	switch {
+	case hasPrefix(b, "\x00\x00\xfe\xff"), hasPrefix(b, "\xff\xfe\x00\x00"):
+		return "request body is UTF-32; only UTF-8 JSON is supported"
+	case hasPrefix(b, "\xfe\xff"), hasPrefix(b, "\xff\xfe"):
+		return "request body is UTF-16; only UTF-8 JSON is supported"
+	case len(b) >= 4 && b[0] == 0 && b[1] == 0, len(b) >= 4 && b[1] == 0 && b[2] == 0 && b[3] == 0:
+		return "request body is UTF-32; only UTF-8 JSON is supported"
+	case len(b) >= 2 && (b[0] == 0 || b[1] == 0):
+		return "request body is UTF-16; only UTF-8 JSON is supported"
+	}
+	return ""
+}
+
+// ErrorBody is the OpenAI-style JSON error a host answers a rejected body with.
+func ErrorBody(status int, message string) []byte {
+	b := append([]byte(nil), `{"error":{"message":`...)
+	b = appendGoString(b, strings.ToValidUTF8(message, "\uFFFD"))
+	b = append(b, `,"type":"invalid_request_error","code":`...)
+	b = appendInt(b, status)
+	return append(b, "}}"...)
+}

@@ -1,0 +1,374 @@
+package kvhints
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
+
+// This file is the tokenizer shared by the body scanner and admission. It
+// accepts exactly the JSON that Python's json.loads accepts on UTF-8 bytes
+// (NaN, Infinity and -Infinity as values, any nesting depth), with one
+// deliberate difference: UTF-8-encoded surrogates, which Python decodes with
+// "surrogatepass", are rejected as invalid UTF-8. Rejecting a body the worker
+// would have taken is safe; the reverse would not be.
+//
+// Nothing here recurses: containers are tracked on an explicit stack of one
+// byte per level, so depth is limited only by the body size.
+
+// syntaxError describes why bytes are not JSON, with the offset it was found at.
+type syntaxError struct {
+	off int
+	msg string
+}
+
+func (e *syntaxError) Error() string { return e.msg + " at byte " + itoa(e.off) }
+
+func errAt(off int, msg string) error { return &syntaxError{off: off, msg: msg} }
+
+func itoa(n int) string {
+	var b [20]byte
+	return string(appendInt(b[:0], n))
+}
+
+func appendInt(dst []byte, n int) []byte {
+	if n < 0 {
+		dst = append(dst, '-')
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	return append(dst, b[i:]...)
+}
+
+// isWS reports JSON insignificant whitespace, the four bytes Python skips.
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && isWS(b[i]) {
+		i++
+	}
+	return i
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// stringSpecial returns a mask whose lowest set high bit marks the first byte
+// of w (little-endian) that ends the fast path of a string: '"', '\\', a
+// control byte below 0x20, or a non-ASCII byte. Borrows can only set bits
+// above a true match, so the lowest set bit is exact.
+func stringSpecial(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	s := w ^ (lsb * '\\')
+	return (((q - lsb) &^ q) | ((s - lsb) &^ s) | ((w - lsb*0x20) &^ w) | w) & msb
+}
+
+// scanString validates the string whose opening quote is at b[i] and returns
+// the offset just past its closing quote and whether it contains an escape.
+func scanString(b []byte, i int) (end int, escaped bool, err error) {
+	start := i
+	i++
+	for {
+		for i+8 <= len(b) {
+			m := stringSpecial(binary.LittleEndian.Uint64(b[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
+			}
+			i += 8
+		}
+		for i < len(b) {
+			c := b[i]
+			if c == '"' || c == '\\' || c < 0x20 || c >= 0x80 {
+				goto special
+			}
+			i++
+		}
+		return 0, false, errAt(start, "unterminated string")
+	special:
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, escaped, nil
+		case c == '\\':
+			escaped = true
+			n, err := escapeLen(b, i)
+			if err != nil {
+				return 0, false, err
+			}
+			i += n
+		case c < 0x20:
+			return 0, false, errAt(i, "control character in string")
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, false, errAt(i, "invalid UTF-8 in string")
+			}
+			i += size
+		}
+	}
+}
+
+// escapeLen validates the escape sequence starting with the backslash at b[i]
+// and returns its length in bytes.
+func escapeLen(b []byte, i int) (int, error) {
+	if i+1 >= len(b) {
+		return 0, errAt(i, "unterminated string")
+	}
+	switch b[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, nil
+	case 'u':
+		if _, ok := hex4(b, i+2); !ok {
+			return 0, errAt(i, "invalid \\u escape")
+		}
+		return 6, nil
+	}
+	return 0, errAt(i, "invalid escape")
+}
+
+// hex4 decodes the four hex digits at b[i:i+4].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// numKind classifies a scanned number literal.
+type numKind uint8
+
+const (
+	numInt       numKind = iota // -?digits, no fraction or exponent
+	numFloat                    // has a fraction or an exponent
+	numNonFinite                // NaN, Infinity, -Infinity
+)
+
+// scanNumber scans the number at b[i] by Python's grammar
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? or -Infinity. Like Python it
+// stops at the longest valid prefix; the caller's delimiter check rejects the
+// rest ("01", "1.").
+func scanNumber(b []byte, i int) (int, numKind, error) {
+	start := i
+	if b[i] == '-' {
+		i++
+		if i < len(b) && b[i] == 'I' {
+			if hasPrefix(b[i:], "Infinity") {
+				return i + 8, numNonFinite, nil
+			}
+			return 0, 0, errAt(start, "invalid number")
+		}
+	}
+	if i >= len(b) || b[i] < '0' || b[i] > '9' {
+		return 0, 0, errAt(start, "invalid number")
+	}
+	if b[i] == '0' {
+		i++
+	} else {
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	kind := numInt
+	if i+1 < len(b) && b[i] == '.' && b[i+1] >= '0' && b[i+1] <= '9' {
+		kind = numFloat
+		i += 2
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		j := i + 1
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			kind = numFloat
+			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+				j++
+			}
+			i = j
+		}
+	}
+	return i, kind, nil
+}
+
+func hasPrefix(b []byte, s string) bool {
+	return len(b) >= len(s) && string(b[:len(s)]) == s
+}
+
+// scanScalar scans a non-container value at b[i] and returns its end.
+func scanScalar(b []byte, i int) (int, error) {
+	switch c := b[i]; {
+	case c == '"':
+		end, _, err := scanString(b, i)
+		return end, err
+	case c == '-' || (c >= '0' && c <= '9'):
+		end, _, err := scanNumber(b, i)
+		return end, err
+	case c == 't' && hasPrefix(b[i:], "true"):
+		return i + 4, nil
+	case c == 'f' && hasPrefix(b[i:], "false"):
+		return i + 5, nil
+	case c == 'n' && hasPrefix(b[i:], "null"):
+		return i + 4, nil
+	case c == 'N' && hasPrefix(b[i:], "NaN"):
+		return i + 3, nil
+	case c == 'I' && hasPrefix(b[i:], "Infinity"):
+		return i + 8, nil
+	}
+	return 0, errAt(i, "expecting value")
+}
+
+// skipValue validates the value starting at b[i] (whitespace already
+// skipped) and returns the offset just past it. stack is scratch space for
+// the container stack; the grown slice is returned for reuse.
+func skipValue(b []byte, i int, stack []byte) (int, []byte, error) {
+	stack = stack[:0]
+	for {
+		// A value is expected at b[i].
+		if i >= len(b) {
+			return 0, stack, errAt(i, "expecting value")
+		}
+		switch b[i] {
+		case '{':
+			i = skipWS(b, i+1)
+			if i < len(b) && b[i] == '}' {
+				i++
+				break
+			}
+			stack = append(stack, '}')
+			var err error
+			if i, err = skipKey(b, i); err != nil {
+				return 0, stack, err
+			}
+			continue
+		case '[':
+			i = skipWS(b, i+1)
+			if i < len(b) && b[i] == ']' {
+				i++
+				break
+			}
+			stack = append(stack, ']')
+			continue
+		default:
+			var err error
+			if i, err = scanScalar(b, i); err != nil {
+				return 0, stack, err
+			}
+		}
+		// A value ended: close containers until one wants another element.
+		for {
+			if len(stack) == 0 {
+				return i, stack, nil
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return 0, stack, errAt(i, "unexpected end of data")
+			}
+			closer := stack[len(stack)-1]
+			if b[i] == closer {
+				stack = stack[:len(stack)-1]
+				i++
+				continue
+			}
+			if b[i] != ',' {
+				return 0, stack, errAt(i, "expecting ',' delimiter")
+			}
+			i = skipWS(b, i+1)
+			if closer == '}' {
+				var err error
+				if i, err = skipKey(b, i); err != nil {
+					return 0, stack, err
+				}
+			}
+			break
+		}
+	}
+}
+
+// skipKey scans `"key" :` followed by whitespace, leaving i at the value.
+func skipKey(b []byte, i int) (int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, errAt(i, "expecting property name enclosed in double quotes")
+	}
+	end, _, err := scanString(b, i)
+	if err != nil {
+		return 0, err
+	}
+	i = skipWS(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return 0, errAt(i, "expecting ':' delimiter")
+	}
+	return skipWS(b, i+1), nil
+}
+
+// decodeString appends the decoded contents of the valid string literal
+// lit (quotes included) to dst. Lone surrogate escapes decode to U+FFFD and
+// are reported through lone, since Python would keep them as lone surrogates.
+func decodeString(dst, lit []byte) (out []byte, lone bool) {
+	s := lit[1 : len(lit)-1]
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch s[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, _ := hex4(s, i+2)
+			i += 6
+			if r >= 0xD800 && r < 0xDC00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+				if r2, _ := hex4(s, i+2); r2 >= 0xDC00 && r2 < 0xE000 {
+					r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
+					i += 6
+				}
+			}
+			if r >= 0xD800 && r < 0xE000 {
+				lone = true
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, s[i+1])
+		}
+		i += 2
+	}
+	return dst, lone
+}
