@@ -288,3 +288,17 @@ func ErrorBody(status int, message string) []byte {
 	b = appendInt(b, status)
 	return append(b, "}}"...)
 }
+
+// CheckContentEncoding decides a request's Content-Encoding header value
+// (several values joined by commas). A body we cannot read cannot be
+// filtered, so anything but identity is refused: it returns 415 and a
+// message, or 0 and "" when the body is plain.
+func CheckContentEncoding(v string) (status int, message string) {
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part != "" && !strings.EqualFold(part, "identity") {
+			return 415, "Content-Encoding " + strings.ToValidUTF8(part, "?") + " is not supported; send the body uncompressed"
+		}
+	}
+	return 0, ""
+}

@@ -1,0 +1,74 @@
+// Package metricname is the one rule for carrying Prometheus labels in the
+// flat metric names of the proxy-wasm ABI.
+//
+// proxy_define_metric takes a name and no labels, so the guest appends each
+// label to the family name as ".label.value". Envoy splits the labels back
+// out with the stats_tags regexes in envoy/ (see Regex), and the sidecar with
+// Decode, so a scrape of either host shows the same series.
+//
+// Family names use [a-zA-Z0-9_:] (no dots); label names [a-zA-Z_][a-zA-Z0-9_]*
+// and values [a-zA-Z0-9_] (no dots), so a name splits one way only.
+package metricname
+
+import "strings"
+
+// Label is one Prometheus label of a series.
+type Label struct{ Name, Value string }
+
+// Encode returns the proxy-wasm metric name of a series.
+func Encode(family string, labels ...Label) string {
+	n := len(family)
+	for _, l := range labels {
+		n += 2 + len(l.Name) + len(l.Value)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(family)
+	for _, l := range labels {
+		b.WriteByte('.')
+		b.WriteString(l.Name)
+		b.WriteByte('.')
+		b.WriteString(l.Value)
+	}
+	return b.String()
+}
+
+// Decode splits a proxy-wasm metric name into its family and labels.
+// ok is false when the name does not follow the rule.
+func Decode(name string) (family string, labels []Label, ok bool) {
+	parts := strings.Split(name, ".")
+	if len(parts)%2 != 1 || !validFamily(parts[0]) {
+		return "", nil, false
+	}
+	for i := 1; i < len(parts); i += 2 {
+		if !validLabel(parts[i]) || !validValue(parts[i+1]) {
+			return "", nil, false
+		}
+		labels = append(labels, Label{Name: parts[i], Value: parts[i+1]})
+	}
+	return parts[0], labels, true
+}
+
+// Regex returns the Envoy stats_tags regex that extracts label from the
+// metric names of family, as Envoy sees them: under the "wasmcustom."
+// namespace that it gives every stat a wasm module defines. The first group
+// is the part removed from the name, the second the label's value.
+func Regex(family, label string) string {
+	return `^wasmcustom\.` + family + `(?:\.[a-zA-Z_][a-zA-Z0-9_]*\.[a-zA-Z0-9_]+)*?(\.` + label + `\.([a-zA-Z0-9_]+))`
+}
+
+func validFamily(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r == ':' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) < 0 && !(s[0] >= '0' && s[0] <= '9')
+}
+
+func validLabel(s string) bool {
+	return s != "" && validValue(s) && !(s[0] >= '0' && s[0] <= '9')
+}
+
+func validValue(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) < 0
+}

@@ -1,0 +1,53 @@
+package metricname
+
+import (
+	"reflect"
+	"regexp"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	cases := []struct {
+		family string
+		labels []Label
+		name   string
+	}{
+		{"kvgate_kv_hints_admitted_total", nil, "kvgate_kv_hints_admitted_total"},
+		{"trtllm_kv_hints_ignored_total", []Label{{"reason", "untrusted"}}, "trtllm_kv_hints_ignored_total.reason.untrusted"},
+		{"kvgate_bodies_rejected_total", []Label{{"status", "413"}, {"cause", "too_large"}}, "kvgate_bodies_rejected_total.status.413.cause.too_large"},
+	}
+	for _, c := range cases {
+		if got := Encode(c.family, c.labels...); got != c.name {
+			t.Errorf("Encode = %q, want %q", got, c.name)
+		}
+		f, l, ok := Decode(c.name)
+		if !ok || f != c.family || !reflect.DeepEqual(l, c.labels) {
+			t.Errorf("Decode(%q) = %q %v %v", c.name, f, l, ok)
+		}
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for _, name := range []string{"", "a.b", "a..b", "a.b.c.d", "1a", "a.1b.c", "a.b.c-d", "a b"} {
+		if _, _, ok := Decode(name); ok {
+			t.Errorf("Decode(%q) accepted a name outside the rule", name)
+		}
+	}
+}
+
+// The Envoy regex must remove exactly the label's part and capture its value.
+func TestRegexMatchesEnvoyNames(t *testing.T) {
+	re := regexp.MustCompile(Regex("kvgate_bodies_rejected_total", "cause"))
+	m := re.FindStringSubmatch("wasmcustom.kvgate_bodies_rejected_total.status.413.cause.too_large")
+	if m == nil || m[1] != ".cause.too_large" || m[2] != "too_large" {
+		t.Fatalf("match = %q", m)
+	}
+	re = regexp.MustCompile(Regex("trtllm_kv_hints_ignored_total", "reason"))
+	m = re.FindStringSubmatch("wasmcustom.trtllm_kv_hints_ignored_total.reason.unknown_version")
+	if m == nil || m[1] != ".reason.unknown_version" || m[2] != "unknown_version" {
+		t.Fatalf("match = %q", m)
+	}
+	if re.MatchString("wasmcustom.trtllm_kv_hints_ignored_total_x.reason.a") {
+		t.Fatal("regex matched another family")
+	}
+}
