@@ -1,0 +1,187 @@
+// Package vectors loads the shared conformance cases of tests/vectors so
+// that every Go runner (kvhints natively, the filter with a fake host, the
+// compiled module under proxytest and under host/) reads them the same way.
+package vectors
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Case is one conformance case.
+type Case struct {
+	// Group is the file's group; Name is unique over all files.
+	Group       string
+	Name        string
+	Description string
+	Trusted     bool
+	// MaxDepth and MaxBodyBytes are 0 when the case uses the defaults.
+	MaxDepth     int
+	MaxBodyBytes int
+	Request      Request
+	Expect       Expect
+}
+
+// Request is the HTTP request of a case.
+type Request struct {
+	Method  string
+	Path    string
+	Headers map[string]string
+	Body    []byte
+}
+
+// Expect is what a host must do with the request.
+type Expect struct {
+	// Action is "forward" or "reject".
+	Action string
+	// Status is the local reply's status for "reject".
+	Status int
+	// ForwardedBody is the body the worker receives for "forward"; nil when
+	// the case does not say.
+	ForwardedBody []byte
+	// Unchanged is true when the forwarded body is the request body.
+	Unchanged bool
+	// Outcome and Reason are kvhints' Outcome and Reason names ("" for none).
+	Outcome string
+	Reason  string
+	// CanonicalHint is the admitted envelope's canonical bytes, if any.
+	CanonicalHint string
+	// Counters are the metric deltas the request causes.
+	Counters Counters
+}
+
+// Counters are counter deltas, by series.
+type Counters struct {
+	Untrusted      int `json:"untrusted"`
+	UnknownVersion int `json:"unknown_version"`
+	Oversized      int `json:"oversized"`
+	Malformed      int `json:"malformed"`
+	Admitted       int `json:"admitted"`
+	RejectedBodies int `json:"rejected_bodies"`
+}
+
+type fileJSON struct {
+	Group string     `json:"group"`
+	Cases []caseJSON `json:"cases"`
+}
+
+type caseJSON struct {
+	Name         string `json:"name"`
+	Description  string `json:"description"`
+	Trusted      bool   `json:"trusted"`
+	MaxDepth     int    `json:"max_depth"`
+	MaxBodyBytes int    `json:"max_body_bytes"`
+	Request      struct {
+		Method     string            `json:"method"`
+		Path       string            `json:"path"`
+		Headers    map[string]string `json:"headers"`
+		Body       *string           `json:"body"`
+		BodyBase64 *string           `json:"body_base64"`
+	} `json:"request"`
+	Expect struct {
+		Action              string   `json:"action"`
+		Status              int      `json:"status"`
+		ForwardedBody       *string  `json:"forwarded_body"`
+		ForwardedBodyBase64 *string  `json:"forwarded_body_base64"`
+		Unchanged           bool     `json:"unchanged"`
+		Outcome             string   `json:"outcome"`
+		Reason              *string  `json:"reason"`
+		CanonicalHint       *string  `json:"canonical_hint"`
+		Counters            Counters `json:"counters"`
+	} `json:"expect"`
+}
+
+// Load reads every *.json file of dir, in name order, and returns its cases
+// in file order.
+func Load(dir string) ([]Case, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []Case
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var fj fileJSON
+		if err := json.Unmarshal(raw, &fj); err != nil {
+			return nil, fmt.Errorf("%s: %v", f, err)
+		}
+		for _, cj := range fj.Cases {
+			c, err := convert(fj.Group, cj)
+			if err != nil {
+				return nil, fmt.Errorf("%s: case %q: %v", f, cj.Name, err)
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func convert(group string, cj caseJSON) (Case, error) {
+	c := Case{
+		Group:        group,
+		Name:         cj.Name,
+		Description:  cj.Description,
+		Trusted:      cj.Trusted,
+		MaxDepth:     cj.MaxDepth,
+		MaxBodyBytes: cj.MaxBodyBytes,
+		Request: Request{
+			Method:  cj.Request.Method,
+			Path:    cj.Request.Path,
+			Headers: cj.Request.Headers,
+		},
+	}
+	body, err := pick(cj.Request.Body, cj.Request.BodyBase64)
+	if err != nil {
+		return c, fmt.Errorf("request body: %v", err)
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	c.Request.Body = body
+	e := cj.Expect
+	c.Expect = Expect{
+		Action:    e.Action,
+		Status:    e.Status,
+		Unchanged: e.Unchanged,
+		Outcome:   e.Outcome,
+		Counters:  e.Counters,
+	}
+	if e.Reason != nil {
+		c.Expect.Reason = *e.Reason
+	}
+	if e.CanonicalHint != nil {
+		c.Expect.CanonicalHint = *e.CanonicalHint
+	}
+	if c.Expect.ForwardedBody, err = pick(e.ForwardedBody, e.ForwardedBodyBase64); err != nil {
+		return c, fmt.Errorf("forwarded body: %v", err)
+	}
+	if c.Expect.ForwardedBody == nil && c.Expect.Unchanged {
+		c.Expect.ForwardedBody = c.Request.Body
+	}
+	switch c.Expect.Action {
+	case "forward", "reject":
+	default:
+		return c, fmt.Errorf("unknown action %q", c.Expect.Action)
+	}
+	return c, nil
+}
+
+func pick(text, b64 *string) ([]byte, error) {
+	switch {
+	case text != nil && b64 != nil:
+		return nil, fmt.Errorf("both text and base64 given")
+	case text != nil:
+		return []byte(*text), nil
+	case b64 != nil:
+		return base64.StdEncoding.DecodeString(*b64)
+	}
+	return nil, nil
+}
