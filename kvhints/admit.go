@@ -126,21 +126,21 @@ func (a *Admitter) Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 // object obj. A missing, non-string or repeated version is malformed.
 func checkVersion(obj []byte, stack []byte) Reason {
 	var version []byte
-	found := false
+	found, isString := false, false
 	var name [64]byte
 	err := members(obj, stack, func(key, val []byte) bool {
 		if !keyIs(key, "protocol_version", name[:0]) {
 			return true
 		}
 		if found || val[0] != '"' {
-			found, version = true, nil
+			found, isString = true, false
 			return false
 		}
-		found = true
-		version, _ = decodeString(nil, val)
+		found, isString = true, true
+		version, _ = decodeString(version, val)
 		return true
 	})
-	if err != nil || version == nil {
+	if err != nil || !isString {
 		return ReasonMalformed
 	}
 	if string(version) != ProtocolVersion {

@@ -181,21 +181,26 @@ func (c *canonicalizer) key(b []byte, i int, checking bool) (int, bool) {
 	return skipWS(b, skipWS(b, end)+1), checking
 }
 
-// numberOK applies the range rules to one number literal.
+// numberOK applies the range rules to one number literal. Integers are
+// compared as digit strings (the grammar rules out leading zeros), which is
+// exact and needs no parsing.
 func numberOK(lit []byte, kind numKind) bool {
 	switch kind {
 	case numNonFinite:
 		return false
 	case numInt:
 		if lit[0] == '-' {
-			u, err := strconv.ParseUint(string(lit[1:]), 10, 64)
-			return err == nil && u <= 1<<63
+			return digitsAtMost(lit[1:], "9223372036854775808")
 		}
-		_, err := strconv.ParseUint(string(lit), 10, 64)
-		return err == nil
+		return digitsAtMost(lit, "18446744073709551615")
 	}
 	_, err := strconv.ParseFloat(string(lit), 64)
 	return err == nil
+}
+
+// digitsAtMost compares two decimal numerals without leading zeros.
+func digitsAtMost(d []byte, max string) bool {
+	return len(d) < len(max) || len(d) == len(max) && string(d) <= max
 }
 
 // appendCanonString appends the canonical encoding of the valid string

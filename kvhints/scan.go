@@ -102,6 +102,10 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 			return i + 1, escaped, nil
 		case c == '\\':
 			escaped = true
+			if i+1 < len(b) && simpleEscape[b[i+1]] {
+				i += 2
+				continue
+			}
 			n, err := escapeLen(b, i)
 			if err != nil {
 				return 0, false, err
@@ -118,6 +122,9 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 		}
 	}
 }
+
+// simpleEscape marks the bytes that may follow a backslash on their own.
+var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 // escapeLen validates the escape sequence starting with the backslash at b[i]
 // and returns its length in bytes.
@@ -189,17 +196,12 @@ func scanNumber(b []byte, i int) (int, numKind, error) {
 	if b[i] == '0' {
 		i++
 	} else {
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i = skipDigits(b, i)
 	}
 	kind := numInt
 	if i+1 < len(b) && b[i] == '.' && b[i+1] >= '0' && b[i+1] <= '9' {
 		kind = numFloat
-		i += 2
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i = skipDigits(b, i+2)
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		j := i + 1
@@ -208,13 +210,28 @@ func scanNumber(b []byte, i int) (int, numKind, error) {
 		}
 		if j < len(b) && b[j] >= '0' && b[j] <= '9' {
 			kind = numFloat
-			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-				j++
-			}
-			i = j
+			i = skipDigits(b, j)
 		}
 	}
 	return i, kind, nil
+}
+
+// skipDigits returns the offset of the first non-digit at or after i,
+// eight bytes at a time while it can: block hashes are long digit runs.
+func skipDigits(b []byte, i int) int {
+	for i+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[i:])
+		// A byte is a digit when its high nibble is 3 and adding 6 keeps it so.
+		nd := ((w & (lsb * 0xF0)) ^ (lsb * 0x30)) | (((w + lsb*0x06) & (lsb * 0xF0)) ^ (lsb * 0x30))
+		if nd != 0 {
+			return i + bits.TrailingZeros64(nd)>>3
+		}
+		i += 8
+	}
+	for i < len(b) && b[i]-'0' < 10 {
+		i++
+	}
+	return i
 }
 
 func hasPrefix(b []byte, s string) bool {

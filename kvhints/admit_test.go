@@ -1,0 +1,256 @@
+package kvhints
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// refEnvelope is the reference envelope of DESIGN.md section 3, canonical.
+const refEnvelope = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
+
+// env builds an envelope around one action whose payload is p.
+func env(p string) string {
+	return `{"protocol_version":"0.1","message_id":"m","actions":[{"action_id":"a","action_type":"kv.fetch","action_version":"1.0","payload":` + p + `}]}`
+}
+
+// nest wraps v in n arrays.
+func nest(n int, v string) string { return strings.Repeat("[", n) + v + strings.Repeat("]", n) }
+
+func TestReferenceEnvelopeIs213Bytes(t *testing.T) {
+	if len(refEnvelope) != 213 {
+		t.Fatalf("reference envelope is %d bytes", len(refEnvelope))
+	}
+	s, r := Admit([]byte(refEnvelope), Limits{})
+	if r != ReasonNone || s == nil || string(s.b) != refEnvelope {
+		t.Fatalf("Admit(reference) = %v, %v", s, r)
+	}
+}
+
+func TestAdmitRules(t *testing.T) {
+	big := func(n int) string { // an envelope of exactly n compact bytes
+		base := env(`{"s":""}`)
+		return env(`{"s":"` + strings.Repeat("x", n-len(base)) + `"}`)
+	}
+	cases := []struct {
+		name  string
+		raw   string
+		want  Reason
+		canon string // expected canonical bytes when admitted; "" = raw
+	}{
+		{"reference", refEnvelope, ReasonNone, ""},
+		{"null is no hint", ` null `, ReasonNone, "-"},
+		{"array", `[1]`, ReasonMalformed, ""},
+		{"string", `"x"`, ReasonMalformed, ""},
+		{"not json", `{`, ReasonMalformed, ""},
+		{"empty", ``, ReasonMalformed, ""},
+		{"version missing", `{"message_id":"m","actions":[]}`, ReasonMalformed, ""},
+		{"version number", `{"protocol_version":0.1,"message_id":"m","actions":[]}`, ReasonMalformed, ""},
+		{"version null", `{"protocol_version":null,"message_id":"m","actions":[]}`, ReasonMalformed, ""},
+		{"version repeated", `{"protocol_version":"0.1","protocol_version":"0.1","message_id":"m","actions":[]}`, ReasonMalformed, ""},
+		{"version 0.2", `{"protocol_version":"0.2","message_id":"m","actions":[]}`, ReasonUnknownVersion, ""},
+		{"version empty", `{"protocol_version":"","message_id":"m","actions":[]}`, ReasonUnknownVersion, ""},
+		{"unknown version wins over malformed", `{"protocol_version":"9.9","actions":7}`, ReasonUnknownVersion, ""},
+		{"escaped version", `{"protocol_version":"0\u002e1","message_id":"m","actions":[]}`, ReasonNone, `{"protocol_version":"0.1","message_id":"m","actions":[]}`},
+		{"escaped version key", `{"protocol\u005fversion":"0.2","message_id":"m","actions":[]}`, ReasonUnknownVersion, ""},
+		{"empty actions", `{"protocol_version":"0.1","message_id":"m","actions":[]}`, ReasonNone, ""},
+		{"message_id missing", `{"protocol_version":"0.1","actions":[]}`, ReasonMalformed, ""},
+		{"message_id empty", `{"protocol_version":"0.1","message_id":"","actions":[]}`, ReasonMalformed, ""},
+		{"message_id number", `{"protocol_version":"0.1","message_id":1,"actions":[]}`, ReasonMalformed, ""},
+		{"actions missing", `{"protocol_version":"0.1","message_id":"m"}`, ReasonMalformed, ""},
+		{"actions object", `{"protocol_version":"0.1","message_id":"m","actions":{}}`, ReasonMalformed, ""},
+		{"action not object", `{"protocol_version":"0.1","message_id":"m","actions":[1]}`, ReasonMalformed, ""},
+		{"payload array", env(`[]`), ReasonMalformed, ""},
+		{"payload null", env(`null`), ReasonMalformed, ""},
+		{"action_id empty", strings.Replace(refEnvelope, `"action_id":"a1"`, `"action_id":""`, 1), ReasonMalformed, ""},
+		{"action_type missing", strings.Replace(refEnvelope, `"action_type":"kv.fetch",`, ``, 1), ReasonMalformed, ""},
+		{"action_version null", strings.Replace(refEnvelope, `"action_version":"1.0"`, `"action_version":null`, 1), ReasonMalformed, ""},
+		{"unknown action type kept", strings.Replace(refEnvelope, `kv.fetch`, `kv.future`, 1), ReasonNone, ""},
+		{"extra members kept", `{"protocol_version":"0.1","x":{"y":[true,false,null]},"message_id":"m","actions":[{"z":1,"action_id":"a","action_type":"t","action_version":"v","payload":{}}]}`, ReasonNone, ""},
+		{"duplicate at envelope", `{"protocol_version":"0.1","message_id":"m","message_id":"n","actions":[]}`, ReasonMalformed, ""},
+		{"duplicate by escape", `{"protocol_version":"0.1","message_id":"m","actions":[],"a":1,"\u0061":2}`, ReasonMalformed, ""},
+		{"duplicate in payload", env(`{"a":{"b":1,"b":2}}`), ReasonMalformed, ""},
+		{"same key in sibling objects", env(`{"a":{"b":1},"c":{"b":2}}`), ReasonNone, ""},
+		{"duplicate in large object", env(`{` + manyKeys(40) + `,"k7":0}`), ReasonMalformed, ""},
+		{"large object then sibling", env(`{"a":{` + manyKeys(40) + `},"b":{` + manyKeys(40) + `}}`), ReasonNone, ""},
+		{"NaN", env(`{"a":NaN}`), ReasonMalformed, ""},
+		{"Infinity", env(`{"a":Infinity}`), ReasonMalformed, ""},
+		{"-Infinity", env(`{"a":-Infinity}`), ReasonMalformed, ""},
+		{"int min", env(`{"a":-9223372036854775808}`), ReasonNone, ""},
+		{"int min-1", env(`{"a":-9223372036854775809}`), ReasonMalformed, ""},
+		{"uint max", env(`{"a":18446744073709551615}`), ReasonNone, ""},
+		{"uint max+1", env(`{"a":18446744073709551616}`), ReasonMalformed, ""},
+		{"big int at envelope level", `{"protocol_version":"0.1","message_id":"m","actions":[],"x":[99999999999999999999]}`, ReasonMalformed, ""},
+		{"exponent is a float", env(`{"a":1e19}`), ReasonNone, ""},
+		{"float max", env(`{"a":1e308}`), ReasonNone, ""},
+		{"float overflow", env(`{"a":1e309}`), ReasonMalformed, ""},
+		{"float underflow is finite", env(`{"a":-1.5e-400}`), ReasonNone, ""},
+		{"lone high surrogate", env(`{"a":"\ud800"}`), ReasonMalformed, ""},
+		{"lone low surrogate", env(`{"a":"x\udc00y"}`), ReasonMalformed, ""},
+		{"lone surrogate in key", env(`{"\ud800":1}`), ReasonMalformed, ""},
+		{"surrogate pair", env(`{"a":"\ud83d\ude00"}`), ReasonNone, env(`{"a":"😀"}`)},
+		{"escapes canonicalised", env(`{"a":"\u0041\/\u001F\u00e9\n\"\\\u2028"}`), ReasonNone, env("{\"a\":\"A/\\u001fé\\n\\\"\\\\\u2028\"}")},
+		{"whitespace dropped", " {\n \"protocol_version\" : \"0.1\" ,\t\"message_id\":\"m\",\r\"actions\" : [ ] } ", ReasonNone, `{"protocol_version":"0.1","message_id":"m","actions":[]}`},
+		{"depth 128", env(`{"a":` + nest(123, `{}`) + `}`), ReasonNone, ""},
+		{"depth 129", env(`{"a":` + nest(124, `{}`) + `}`), ReasonMalformed, ""},
+		{"exactly 65536", big(65536), ReasonNone, ""},
+		{"65537", big(65537), ReasonOversized, ""},
+		{"oversized wins over malformed", env(`{"s":"` + strings.Repeat("x", 70000) + `","s":1}`), ReasonOversized, ""},
+		{"pretty printed fits", strings.Replace(big(65536), `,`, ",\n    ", -1), ReasonNone, big(65536)},
+		{"raw over bound", `{"protocol_version":"0.1"` + strings.Repeat(" ", MaxRawBytes) + `}`, ReasonOversized, ""},
+		{"escapes shrink to fit", env(`{"s":"` + strings.Repeat(`\u0078`, 20000) + `"}`), ReasonNone, env(`{"s":"` + strings.Repeat("x", 20000) + `"}`)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, r := Admit([]byte(c.raw), Limits{})
+			if r != c.want {
+				t.Fatalf("reason = %q, want %q", r, c.want)
+			}
+			if c.want != ReasonNone || c.canon == "-" {
+				if s != nil {
+					t.Fatalf("got a snapshot with reason %q", r)
+				}
+				return
+			}
+			want := c.canon
+			if want == "" {
+				want = c.raw
+			}
+			if string(s.b) != want {
+				t.Fatalf("canonical =\n%.300s\nwant\n%.300s", s.b, want)
+			}
+		})
+	}
+}
+
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"k` + strconv.Itoa(i) + `":0`)
+	}
+	return b.String()
+}
+
+func TestMaxDepthLimit(t *testing.T) {
+	raw := []byte(env(`{"a":[{}]}`)) // envelope 1, actions 2, action 3, payload 4, array 5, object 6
+	if _, r := Admit(raw, Limits{MaxDepth: 6}); r != ReasonNone {
+		t.Fatalf("depth 6 under limit 6: %q", r)
+	}
+	if _, r := Admit(raw, Limits{MaxDepth: 5}); r != ReasonMalformed {
+		t.Fatalf("depth 6 under limit 5: %q", r)
+	}
+}
+
+func TestDeepValueDoesNotRecurse(t *testing.T) {
+	// A million levels: a recursive parser would exhaust the stack.
+	raw := env(`{"a":` + nest(1_000_000, "1") + `}`)
+	if _, r := Admit([]byte(raw), Limits{}); r != ReasonOversized {
+		t.Fatalf("reason = %q", r)
+	}
+	raw = env(`{"a":` + nest(30_000, "1") + `}`)
+	if _, r := Admit([]byte(raw), Limits{}); r != ReasonMalformed {
+		t.Fatalf("reason = %q", r)
+	}
+}
+
+func TestSnapshotViews(t *testing.T) {
+	raw := `{"protocol_version":"0.1","message_id":"m\"1","actions":[` +
+		`{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"x":1}},` +
+		`{"action_id":"a2","action_type":"kv.other","action_version":"2","payload":{},"note":"n"}],"trace":{"id":7}}`
+	s, r := Admit([]byte(raw), Limits{})
+	if r != ReasonNone {
+		t.Fatal(r)
+	}
+	if s.NumActions() != 2 {
+		t.Fatalf("NumActions = %d", s.NumActions())
+	}
+	v := s.Action(1)
+	if v.Index() != 1 || v.ID() != "a2" || v.Type() != "kv.other" || v.Version() != "2" || string(v.Payload()) != `{}` {
+		t.Fatalf("view = %d %q %q %q %s", v.Index(), v.ID(), v.Type(), v.Version(), v.Payload())
+	}
+	one := v.Envelope()
+	want := `{"protocol_version":"0.1","message_id":"m\"1","actions":[{"action_id":"a2","action_type":"kv.other","action_version":"2","payload":{},"note":"n"}],"trace":{"id":7}}`
+	if string(one.b) != want || one.NumActions() != 1 || one.Action(0).ID() != "a2" {
+		t.Fatalf("one-action envelope = %s", one.b)
+	}
+	// The one-action envelope is itself admissible, byte for byte.
+	if again, r := Admit(one.b, Limits{}); r != ReasonNone || !bytes.Equal(again.b, one.b) {
+		t.Fatalf("re-admit = %v", r)
+	}
+	// Views do not copy the envelope; reading them does not change it.
+	p := s.Action(0).Payload()
+	p[0] = 'X'
+	if string(s.Action(0).Payload()) != `{"x":1}` {
+		t.Fatal("payload copy aliases the snapshot")
+	}
+	if s.String() != "kvhints.Snapshot("+strconv.Itoa(len(raw))+" bytes, 2 actions)" || strings.Contains(s.String(), "a1") {
+		t.Fatalf("String leaks or is wrong: %s", s)
+	}
+}
+
+func TestDecodeReturnsIndependentCopies(t *testing.T) {
+	s, _ := Admit([]byte(refEnvelope), Limits{})
+	e1, err := s.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1.MessageID = "changed"
+	e1.Actions[0].Payload[2] = 'X'
+	e1.Actions = append(e1.Actions, Action{})
+	e2, _ := s.Decode()
+	b, err := e2.Encode()
+	if err != nil || string(b) != refEnvelope {
+		t.Fatalf("second decode re-encodes to %s (%v)", b, err)
+	}
+	if string(s.b) != refEnvelope {
+		t.Fatal("snapshot changed")
+	}
+}
+
+func TestSnapshotSharedAcrossGoroutines(t *testing.T) {
+	s, _ := Admit([]byte(refEnvelope), Limits{})
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				e, _ := s.Decode()
+				e.Actions[0].ID = "x"
+				if one := s.Action(0).Envelope(); one.Len() != 213 {
+					t.Error("view length changed")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if string(s.b) != refEnvelope {
+		t.Fatal("snapshot changed under concurrent use")
+	}
+}
+
+func TestAdmitterReuseKeepsSnapshotsIntact(t *testing.T) {
+	var a Admitter
+	s1, _ := a.Admit([]byte(refEnvelope), Limits{})
+	s2, _ := a.Admit([]byte(env(`{"other":true}`)), Limits{})
+	if string(s1.b) != refEnvelope || s2 == nil {
+		t.Fatal("a later admission changed an earlier snapshot")
+	}
+}
+
+func TestReasonStrings(t *testing.T) {
+	want := []string{"untrusted", "unknown_version", "oversized", "malformed"}
+	for i, r := range Reasons {
+		if r.String() != want[i] {
+			t.Errorf("%d: %q", i, r)
+		}
+	}
+	if ReasonNone.String() != "" {
+		t.Error("ReasonNone has a label")
+	}
+}

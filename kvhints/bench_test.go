@@ -1,0 +1,152 @@
+package kvhints
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// benchSizes are the body sizes of the issue's benchmark table.
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"4MiB", 4 << 20}}
+
+// fetchEnvelope returns an admissible kv.fetch envelope of at most n bytes
+// (and within 21 bytes of it) holding pseudo-random full-width u64 hashes.
+func fetchEnvelope(n int) []byte {
+	encode := func(k int) []byte {
+		hashes := make([]uint64, k)
+		h := uint64(0x9e3779b97f4a7c15)
+		for i := range hashes {
+			h = h*6364136223846793005 + 1442695040888963407
+			hashes[i] = h | 1<<63 // 19 or 20 digits
+		}
+		a, _ := NewFetchAction("a1", "tcp://10.0.0.7:23280", hashes)
+		e, _ := NewEnvelope("msg-bench", []Action{a})
+		b, _ := e.Encode()
+		return b
+	}
+	k := (n - len(encode(0))) / 21
+	b := encode(k)
+	for len(b) > n {
+		k--
+		b = encode(k)
+	}
+	return b
+}
+
+// chatBody returns a string-heavy chat completion body of about n bytes,
+// with a 2 KiB envelope in the middle when hint is set.
+func chatBody(n int, hint bool) []byte {
+	const para = `The quick brown fox jumps over the lazy dog; \"quoted\" words, tabs\tand newlines\n keep the scanner honest. `
+	var b strings.Builder
+	b.WriteString(`{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"`)
+	tail := `"}],`
+	if hint {
+		tail += `"kv_hints":` + string(fetchEnvelope(2048)) + `,`
+	}
+	tail += `"max_tokens":256,"temperature":0.7,"stream":false}`
+	for b.Len()+len(tail)+len(para) <= n {
+		b.WriteString(para)
+	}
+	for b.Len()+len(tail) < n {
+		b.WriteByte('.')
+	}
+	b.WriteString(tail)
+	return []byte(b.String())
+}
+
+func BenchmarkRewrite(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		p    Policy
+	}{{"untrusted", Policy{}}, {"trusted", Policy{Trusted: true}}} {
+		for _, sz := range benchSizes {
+			for _, hint := range []bool{false, true} {
+				body := chatBody(sz.n, hint)
+				name := mode.name + "/" + sz.name + "/nohint"
+				if hint {
+					name = mode.name + "/" + sz.name + "/hint"
+				}
+				b.Run(name, func(b *testing.B) {
+					var r Rewriter
+					b.SetBytes(int64(len(body)))
+					b.ReportAllocs()
+					for i := 0; i < b.N; i++ {
+						if _, res := r.Rewrite(body, mode.p); res.Outcome == OutcomeRejected {
+							b.Fatal(res.Message)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkBaseline does the untrusted job with encoding/json: decode the
+// top level into raw members, delete kv_hints, encode again. It is the
+// yardstick for the ratio in BENCHMARKS.md (and is less strict: it neither
+// sees duplicate members nor accepts NaN, as the worker does).
+func BenchmarkBaseline(b *testing.B) {
+	for _, sz := range benchSizes {
+		body := chatBody(sz.n, true)
+		b.Run("untrusted/"+sz.name+"/hint", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var m map[string]json.RawMessage
+				if err := json.Unmarshal(body, &m); err != nil {
+					b.Fatal(err)
+				}
+				delete(m, "kv_hints")
+				if _, err := json.Marshal(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAdmit(b *testing.B) {
+	env := fetchEnvelope(60 << 10)
+	pretty := strings.ReplaceAll(string(env), ",", ",\n      ")
+	for _, c := range []struct {
+		name string
+		raw  []byte
+	}{{"60KiB", env}, {"60KiB-pretty", []byte(pretty)}, {"reference", []byte(refEnvelope)}} {
+		b.Run(c.name, func(b *testing.B) {
+			var a Admitter
+			b.SetBytes(int64(len(c.raw)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, r := a.Admit(c.raw, Limits{}); r != ReasonNone {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}
+
+func TestBenchInputsAreWhatTheyClaim(t *testing.T) {
+	for _, sz := range benchSizes {
+		for _, hint := range []bool{false, true} {
+			body := chatBody(sz.n, hint)
+			if len(body) < sz.n-64 || len(body) > sz.n+4096 {
+				t.Errorf("%s hint=%v: %d bytes", sz.name, hint, len(body))
+			}
+			_, res := Rewrite(body, Policy{Trusted: true})
+			want := OutcomeNoHint
+			if hint {
+				want = OutcomeAdmitted
+			}
+			if res.Outcome != want {
+				t.Errorf("%s hint=%v: %v %s", sz.name, hint, res.Outcome, res.Message)
+			}
+		}
+	}
+	if n := len(fetchEnvelope(60 << 10)); n < 59<<10 || n > 60<<10 {
+		t.Errorf("60 KiB envelope is %s bytes", strconv.Itoa(n))
+	}
+}

@@ -1,0 +1,179 @@
+package kvhints
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRewriteUntrusted(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+		outcome          Outcome
+	}{
+		{"no hint", `{"model":"m","messages":[]}`, "", OutcomeNoHint},
+		{"middle", `{"a":1, "kv_hints":{}, "b":2}`, `{"a":1, "b":2}`, OutcomeStripped},
+		{"first", `{"kv_hints":{} ,"a":1}`, `{"a":1}`, OutcomeStripped},
+		{"last", `{"a":1 , "kv_hints":{}}`, `{"a":1}`, OutcomeStripped},
+		{"only", `{ "kv_hints":{} }`, `{  }`, OutcomeStripped},
+		{"null only", `{"kv_hints":null}`, `{}`, OutcomeNullHint},
+		{"null and value", `{"kv_hints":null,"a":1,"kv_hints":[1]}`, `{"a":1}`, OutcomeStripped},
+		{"escaped key", `{"kv\u005fhints":1,"a":2}`, `{"a":2}`, OutcomeStripped},
+		{"all escaped", `{"a":0,"\u006b\u0076\u005f\u0068\u0069\u006e\u0074\u0073":"x"}`, `{"a":0}`, OutcomeStripped},
+		{"three of them", "{\"kv_hints\":1,\n\"kv_hints\":2 , \"x\":3,\t\"kv_hints\":4,\"y\":5,\"kv_hints\":6}", "{\"x\":3,\"y\":5}", OutcomeStripped},
+		{"adjacent after kept", `{"x":1,"kv_hints":1,"kv_hints":2,"y":2}`, `{"x":1,"y":2}`, OutcomeStripped},
+		{"all removed", `{ "kv_hints":1 , "kv_hints":2 }`, `{  }`, OutcomeStripped},
+		{"nested untouched", `{"a":{"kv_hints":1},"b":["kv_hints"]}`, "", OutcomeNoHint},
+		{"other names", `{"KV_HINTS":1,"kv_hints ":2,"kv_hints\"":3,"kv_hint":4}`, "", OutcomeNoHint},
+		{"BOM kept", "\xef\xbb\xbf{\"kv_hints\":1}", "\xef\xbb\xbf{}", OutcomeStripped},
+		{"NaN outside", `{"t":NaN,"u":-Infinity,"kv_hints":{}}`, `{"t":NaN,"u":-Infinity}`, OutcomeStripped},
+		{"non-object top", `[{"kv_hints":1}]`, "", OutcomeNoHint},
+		{"string top", `"kv_hints"`, "", OutcomeNoHint},
+		{"trailing whitespace", "{\"kv_hints\":1}\n", "{}\n", OutcomeStripped},
+		{"deep elsewhere", `{"d":` + nest(100000, "0") + `,"kv_hints":1}`, `{"d":` + nest(100000, "0") + `}`, OutcomeStripped},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, res := Rewrite([]byte(c.body), Policy{})
+			want := c.want
+			if want == "" {
+				want = c.body
+			}
+			if string(out) != want || res.Outcome != c.outcome {
+				t.Fatalf("got %q %v, want %q %v", out, res.Outcome, want, c.outcome)
+			}
+			if (res.Reason == ReasonUntrusted) != (c.outcome == OutcomeStripped) {
+				t.Fatalf("reason %q for %v", res.Reason, res.Outcome)
+			}
+		})
+	}
+}
+
+func TestRewriteTrusted(t *testing.T) {
+	pretty := "{\n  \"protocol_version\": \"0.1\",\n  \"message_id\": \"msg-123\",\n  \"actions\": [{\"action_id\":\"a1\",\"action_type\":\"kv.fetch\",\"action_version\":\"1.0\",\"payload\":{\"source_control_endpoint\":\"tcp://127.0.0.1:23280\",\"block_hashes\":[11, 22]}}]\n}"
+	cases := []struct {
+		name, body, want string
+		outcome          Outcome
+		reason           Reason
+	}{
+		{"admitted verbatim", `{"a":1,"kv_hints":` + refEnvelope + `}`, "", OutcomeAdmitted, ReasonNone},
+		{"admitted canonicalised", `{"a":1, "kv\u005fhints" : ` + pretty + ` ,"b":2}`, `{"a":1, "kv\u005fhints" : ` + refEnvelope + ` ,"b":2}`, OutcomeAdmitted, ReasonNone},
+		{"null kept", `{"kv_hints":null}`, "", OutcomeNullHint, ReasonNone},
+		{"two members", `{"kv_hints":null,"kv_hints":` + refEnvelope + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
+		{"unknown version", `{"kv_hints":{"protocol_version":"0.2"},"a":1}`, `{"a":1}`, OutcomeDiscarded, ReasonUnknownVersion},
+		{"malformed", `{"a":1,"kv_hints":{"protocol_version":"0.1"}}`, `{"a":1}`, OutcomeDiscarded, ReasonMalformed},
+		{"not an object", `{"kv_hints":"x"}`, `{}`, OutcomeDiscarded, ReasonMalformed},
+		{"NaN inside", `{"kv_hints":` + env(`{"a":NaN}`) + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
+		{"oversized", `{"kv_hints":` + env(`{"s":"`+strings.Repeat("x", 70000)+`"}`) + `}`, `{}`, OutcomeDiscarded, ReasonOversized},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, res := Rewrite([]byte(c.body), Policy{Trusted: true})
+			want := c.want
+			if want == "" {
+				want = c.body
+			}
+			if string(out) != want || res.Outcome != c.outcome || res.Reason != c.reason {
+				t.Fatalf("got %.200q %v %q, want %.200q %v %q", out, res.Outcome, res.Reason, want, c.outcome, c.reason)
+			}
+			if (res.Snapshot != nil) != (c.outcome == OutcomeAdmitted) {
+				t.Fatal("snapshot presence does not match the outcome")
+			}
+		})
+	}
+}
+
+func TestRewriteRejects(t *testing.T) {
+	cases := []struct {
+		name, body string
+		status     int
+		msg        string
+	}{
+		{"empty", "", 400, "empty"},
+		{"spaces", "  \n", 400, "empty"},
+		{"trailing object", `{} {}`, 400, "extra data"},
+		{"trailing garbage", `{"a":1}x`, 400, "extra data"},
+		{"unterminated", `{"a":"x`, 400, "unterminated"},
+		{"bad escape", `{"a":"\x"}`, 400, "escape"},
+		{"bad unicode escape", `{"a":"\u12G4"}`, 400, "escape"},
+		{"control char", "{\"a\":\"\x01\"}", 400, "control"},
+		{"single quotes", `{'a':1}`, 400, "property name"},
+		{"trailing comma object", `{"a":1,}`, 400, "property name"},
+		{"trailing comma array", `{"a":[1,]}`, 400, "expecting value"},
+		{"leading zero", `{"a":01}`, 400, "delimiter"},
+		{"bare dot", `{"a":1.}`, 400, "delimiter"},
+		{"leading dot", `{"a":.5}`, 400, "expecting value"},
+		{"plus", `{"a":+1}`, 400, "expecting value"},
+		{"missing colon", `{"a" 1}`, 400, "':'"},
+		{"minus alone", `{"a":-}`, 400, "number"},
+		{"-NaN", `{"a":-NaN}`, 400, "number"},
+		{"invalid utf8", "{\"a\":\"\xff\"}", 400, "UTF-8"},
+		{"utf8 surrogate", "{\"a\":\"\xed\xa0\x80\"}", 400, "UTF-8"},
+		{"utf16le bom", "\xff\xfe{\x00}\x00", 400, "UTF-16"},
+		{"utf16be", "\x00{\x00}", 400, "UTF-16"},
+		{"utf32le", "{\x00\x00\x00}\x00\x00\x00", 400, "UTF-32"},
+		{"utf32be bom", "\x00\x00\xfe\xff\x00\x00\x00{", 400, "UTF-32"},
+		{"unclosed", `{"a":[1,2}`, 400, "delimiter"},
+		{"hint breaks body", `{"kv_hints":{"a":}}`, 400, "value"},
+	}
+	for _, c := range cases {
+		for _, trusted := range []bool{false, true} {
+			out, res := Rewrite([]byte(c.body), Policy{Trusted: trusted})
+			if out != nil || res.Outcome != OutcomeRejected || res.Status != c.status || !strings.Contains(res.Message, c.msg) {
+				t.Errorf("%s (trusted=%v): %q %+v", c.name, trusted, out, res)
+			}
+		}
+	}
+	_, res := Rewrite([]byte(`{"a":"12345"}`), Policy{MaxBodyBytes: 12})
+	if res.Status != 413 {
+		t.Errorf("over limit: %+v", res)
+	}
+	if out, res := Rewrite([]byte(`{"a":"1234"}`), Policy{MaxBodyBytes: 12}); res.Outcome != OutcomeNoHint || len(out) != 12 {
+		t.Errorf("at limit: %+v", res)
+	}
+}
+
+func TestRewriteReturnsSameSliceWhenUnchanged(t *testing.T) {
+	body := []byte(`{"kv_hints":null}`)
+	out, _ := Rewrite(body, Policy{Trusted: true})
+	if &out[0] != &body[0] {
+		t.Fatal("unchanged body was copied")
+	}
+}
+
+func TestRewriterReuse(t *testing.T) {
+	var r Rewriter
+	first, _ := r.Rewrite([]byte(`{"kv_hints":1,"a":1}`), Policy{})
+	if string(first) != `{"a":1}` {
+		t.Fatal(string(first))
+	}
+	body := []byte(`{"b":2,"kv_hints":1}`)
+	allocs := testing.AllocsPerRun(100, func() { r.Rewrite(body, Policy{}) })
+	if allocs != 0 {
+		t.Fatalf("steady-state untrusted rewrite allocates %v times", allocs)
+	}
+}
+
+func TestErrorBody(t *testing.T) {
+	got := string(ErrorBody(400, "bad \"body\"\n"))
+	want := `{"error":{"message":"bad \"body\"\n","type":"invalid_request_error","code":400}}`
+	if got != want {
+		t.Fatalf("%s", got)
+	}
+}
+
+func TestCheckContentEncoding(t *testing.T) {
+	for v, want := range map[string]int{"": 0, "identity": 0, "Identity, identity": 0, "gzip": 415, "br": 415, "identity, gzip": 415} {
+		if got, _ := CheckContentEncoding(v); got != want {
+			t.Errorf("%q: %d, want %d", v, got, want)
+		}
+	}
+}
+
+func TestOutcomeStrings(t *testing.T) {
+	want := map[Outcome]string{OutcomeNoHint: "no_hint", OutcomeNullHint: "null_hint", OutcomeStripped: "stripped", OutcomeAdmitted: "admitted", OutcomeDiscarded: "discarded", OutcomeRejected: "rejected"}
+	for o, s := range want {
+		if o.String() != s {
+			t.Errorf("%d: %q", o, o)
+		}
+	}
+}
