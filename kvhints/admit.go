@@ -70,8 +70,9 @@ func (l Limits) maxDepth() int {
 // The zero value is ready to use; an Admitter is not safe for concurrent use,
 // but the snapshots it returns are.
 type Admitter struct {
-	stack []byte
-	canon canonicalizer
+	stack   []byte
+	canon   canonicalizer
+	scratch [64]byte
 }
 
 // Admit decides one kv_hints value given as raw JSON bytes (surrounding
@@ -86,40 +87,57 @@ func Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 // of DESIGN.md section 3, in order.
 func (a *Admitter) Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 	i := skipWS(raw, 0)
-	end, stack, err := skipValue(raw, i, a.stack)
-	a.stack = stack
-	if err != nil || skipWS(raw, end) != len(raw) {
-		return nil, ReasonMalformed
-	}
-	v := raw[i:end]
+	v := raw[i:]
 	// Rule 1 and 2.
-	if string(v) == "null" {
+	if hasPrefix(v, "null") && skipWS(v, 4) == len(v) {
 		return nil, ReasonNone
 	}
-	if v[0] != '{' {
+	if len(v) == 0 || v[0] != '{' {
 		return nil, ReasonMalformed
 	}
-	// Rule 3, from the raw object before anything else is read.
-	if r := checkVersion(v, a.stack); r != ReasonNone {
-		return nil, r
-	}
-	// Rule 4: a cheap raw bound first, then the exact compact size.
+	// Rule 4's cheap raw bound; rule 3 still comes first.
 	if len(v) > MaxRawBytes {
-		return nil, ReasonOversized
+		return nil, a.versionOr(v, ReasonOversized)
 	}
-	canon, oversized, ok := a.canon.canonicalize(v, lim.maxDepth(), MaxCompactBytes)
-	if oversized {
-		return nil, ReasonOversized
+	canon, end, status := a.canon.canonicalize(v, lim.maxDepth(), MaxCompactBytes)
+	switch {
+	case status == canonOK && skipWS(v, end) != len(v):
+		return nil, ReasonMalformed // trailing data: not one JSON value
+	case status == canonOversized:
+		return nil, a.versionOr(v, ReasonOversized)
+	case status != canonOK:
+		return nil, a.versionOr(v, ReasonMalformed)
 	}
-	// Rule 5.
-	if !ok {
+	// Rule 3 on the checked encoding: the same decoded names and values as
+	// the raw object, and now known to have no duplicate member.
+	version, found := []byte(nil), false
+	for _, m := range a.canon.top {
+		if keyIs(canon[m.key.start:m.key.end], "protocol_version", a.scratch[:0]) {
+			version, found = canon[m.val.start:m.val.end], true
+		}
+	}
+	if !found || version[0] != '"' {
 		return nil, ReasonMalformed
 	}
-	snap, err := parseLayout(bytes.Clone(canon))
+	if d, _ := decodeString(a.scratch[:0], version); string(d) != ProtocolVersion {
+		return nil, ReasonUnknownVersion
+	}
+	// Rule 5's structure.
+	snap, err := layout(bytes.Clone(canon), a.canon.top, a.stack)
 	if err != nil {
 		return nil, ReasonMalformed
 	}
 	return snap, ReasonNone
+}
+
+// versionOr applies rule 3 to the raw object v and returns its verdict, or
+// otherwise when the version is the supported one. It is the slow path, for
+// envelopes that are already known to be ignored.
+func (a *Admitter) versionOr(v []byte, otherwise Reason) Reason {
+	if r := checkVersion(v, a.stack); r != ReasonNone {
+		return r
+	}
+	return otherwise
 }
 
 // checkVersion finds protocol_version among the members of the valid JSON
@@ -128,7 +146,7 @@ func checkVersion(obj []byte, stack []byte) Reason {
 	var version []byte
 	found, isString := false, false
 	var name [64]byte
-	err := members(obj, stack, func(key, val []byte) bool {
+	_, err := members(obj, stack, func(key, val []byte) bool {
 		if !keyIs(key, "protocol_version", name[:0]) {
 			return true
 		}
@@ -150,29 +168,40 @@ func checkVersion(obj []byte, stack []byte) Reason {
 }
 
 // members calls fn with the raw key literal and raw value of each member of
-// the valid JSON object obj, in order, until fn returns false.
-func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
+// the JSON object at the start of obj, in order, until fn returns false.
+// It returns the offset just past the object when fn never stopped it.
+func members(obj []byte, stack []byte, fn func(key, val []byte) bool) (int, error) {
 	i := skipWS(obj, 1)
-	if obj[i] == '}' {
-		return nil
+	if i < len(obj) && obj[i] == '}' {
+		return i + 1, nil
 	}
 	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return 0, errAt(i, "expecting property name enclosed in double quotes")
+		}
 		kend, _, err := scanString(obj, i)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		vstart := skipWS(obj, skipWS(obj, kend)+1)
+		key := obj[i:kend]
+		vstart, err := skipKey(obj, i)
+		if err != nil {
+			return 0, err
+		}
 		vend, s, err := skipValue(obj, vstart, stack)
 		stack = s
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if !fn(obj[i:kend], obj[vstart:vend]) {
-			return nil
+		if !fn(key, obj[vstart:vend]) {
+			return vend, nil
 		}
 		i = skipWS(obj, vend)
-		if obj[i] == '}' {
-			return nil
+		if i < len(obj) && obj[i] == '}' {
+			return i + 1, nil
+		}
+		if i >= len(obj) || obj[i] != ',' {
+			return 0, errAt(i, "expecting ',' delimiter")
 		}
 		i = skipWS(obj, i+1)
 	}

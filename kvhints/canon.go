@@ -6,16 +6,19 @@ import (
 	"unicode/utf8"
 )
 
-// canonicalizer re-encodes a syntactically valid JSON value in the canonical
-// compact form of DESIGN.md section 3 rule 4 while checking the content rules
+// canonicalizer re-encodes a JSON value in the canonical compact form of
+// DESIGN.md section 3 rule 4 while checking its syntax and the content rules
 // of rule 5 that apply to the whole envelope: no duplicate keys, no NaN or
 // Infinity, no lone surrogate escapes, integers within -2^63..2^64-1, finite
 // floats, nesting depth within the limit. It never recurses.
 //
 // Size comes before content in the rule order, so after the first content
-// violation it stops checking but keeps encoding: an envelope that is both
-// too large and malformed is reported as oversized. Encoding stops as soon as
-// the output passes the size limit.
+// violation it stops checking content but keeps encoding: an envelope that
+// is both too large and malformed is reported as oversized. Encoding stops
+// as soon as the output passes the size limit.
+//
+// It also records where the members of the outermost object are in the
+// output, so that admission reads the envelope's fields without another pass.
 //
 // The zero value is ready; its buffers are reused across calls.
 type canonicalizer struct {
@@ -23,7 +26,11 @@ type canonicalizer struct {
 	stack  []byte   // expected closer per open container
 	frames []frame  // one per open object while checks are on
 	keys   [][2]int // spans in out of the keys of open small objects
+	top    []topMember
 }
+
+// topMember locates one member of the outermost object in the output.
+type topMember struct{ key, val span }
 
 // frame holds the names seen so far in one open object: spans in keys while
 // the object is small, a set once it is large.
@@ -36,17 +43,32 @@ type frame struct {
 // comparing spans; larger objects switch to a set.
 const smallObject = 16
 
-// canonicalize encodes the valid JSON value b. It returns the canonical
-// bytes (aliasing c.out), and ok=false with oversized=true when the encoding
-// passed limit, or ok=false when a content rule failed.
-func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) (out []byte, oversized, ok bool) {
+// canonStatus is the verdict of one canonicalization.
+type canonStatus uint8
+
+const (
+	canonOK        canonStatus = iota
+	canonOversized             // the output passed the limit; nothing else is known
+	canonContent               // valid JSON that breaks a content rule
+	canonSyntax                // not JSON
+)
+
+// canonicalize encodes the JSON value that starts at b[0] (after optional
+// whitespace). It returns the canonical bytes (aliasing c.out) and the
+// offset just past the value, which the caller checks for trailing data.
+func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int, canonStatus) {
 	c.out = c.out[:0]
 	c.stack = c.stack[:0]
 	c.frames = c.frames[:0]
 	c.keys = c.keys[:0]
+	c.top = c.top[:0]
 	checking := true
 	i := skipWS(b, 0)
+	var ok bool
 	for {
+		if i >= len(b) {
+			return nil, 0, canonSyntax
+		}
 		switch b[i] {
 		case '{', '[':
 			closer := byte('}')
@@ -59,7 +81,7 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) (out []byte,
 				checking = false
 			}
 			i = skipWS(b, i+1)
-			if b[i] == closer {
+			if i < len(b) && b[i] == closer {
 				c.stack = c.stack[:len(c.stack)-1]
 				c.out = append(c.out, closer)
 				i++
@@ -69,51 +91,49 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) (out []byte,
 				if checking {
 					c.frames = append(c.frames, frame{keys: len(c.keys)})
 				}
-				i, checking = c.key(b, i, checking)
+				if i, checking, ok = c.key(b, i, checking); !ok {
+					return nil, 0, canonSyntax
+				}
 			}
 			continue
 		case '"':
-			end, escaped, _ := scanString(b, i)
+			end, escaped, err := scanString(b, i)
+			if err != nil {
+				return nil, 0, canonSyntax
+			}
 			var lone bool
 			c.out, lone = appendCanonString(c.out, b[i:end], escaped)
-			if lone {
-				checking = false
-			}
+			checking = checking && !lone
 			i = end
-		case 't':
-			c.out = append(c.out, "true"...)
-			i += 4
-		case 'f':
-			c.out = append(c.out, "false"...)
-			i += 5
-		case 'n':
-			c.out = append(c.out, "null"...)
-			i += 4
-		case 'N': // NaN
-			c.out = append(c.out, "NaN"...)
-			checking = false
-			i += 3
-		case 'I': // Infinity
-			c.out = append(c.out, "Infinity"...)
-			checking = false
-			i += 8
 		default:
-			end, kind, _ := scanNumber(b, i)
-			if checking && !numberOK(b[i:end], kind) {
-				checking = false
+			end, kind, err := scanLiteral(b, i)
+			if err != nil {
+				return nil, 0, canonSyntax
 			}
+			checking = checking && numberOK(b[i:end], kind)
 			c.out = append(c.out, b[i:end]...)
 			i = end
 		}
 		if len(c.out) > limit {
-			return nil, true, false
+			return nil, 0, canonOversized
 		}
 		// A value ended: close containers until one wants another element.
 		for {
-			if len(c.stack) == 0 {
-				return c.out, false, checking
+			switch len(c.stack) {
+			case 0:
+				if !checking {
+					return c.out, i, canonContent
+				}
+				return c.out, i, canonOK
+			case 1:
+				if n := len(c.top); n > 0 && c.top[n-1].val.end == 0 {
+					c.top[n-1].val.end = len(c.out)
+				}
 			}
 			i = skipWS(b, i)
+			if i >= len(b) {
+				return nil, 0, canonSyntax
+			}
 			closer := c.stack[len(c.stack)-1]
 			if b[i] == closer {
 				if closer == '}' && checking {
@@ -125,60 +145,82 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) (out []byte,
 				c.out = append(c.out, closer)
 				i++
 				if len(c.out) > limit {
-					return nil, true, false
+					return nil, 0, canonOversized
 				}
 				continue
+			}
+			if b[i] != ',' {
+				return nil, 0, canonSyntax
 			}
 			c.out = append(c.out, ',')
 			i = skipWS(b, i+1)
 			if closer == '}' {
-				i, checking = c.key(b, i, checking)
+				if i, checking, ok = c.key(b, i, checking); !ok {
+					return nil, 0, canonSyntax
+				}
 			}
 			break
 		}
 	}
 }
 
-// key encodes the member name at b[i] and the colon, checks it against the
-// names already seen in the innermost object, and returns the offset of the
-// member's value.
-func (c *canonicalizer) key(b []byte, i int, checking bool) (int, bool) {
-	end, escaped, _ := scanString(b, i)
+// key encodes the member name at b[i] and the colon, checks the name
+// against those already seen in the innermost object, and returns the offset
+// of the member's value; ok is false when the bytes there are not a name and
+// a colon.
+func (c *canonicalizer) key(b []byte, i int, checking bool) (next int, stillChecking, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false, false
+	}
+	end, escaped, err := scanString(b, i)
+	if err != nil {
+		return 0, false, false
+	}
 	start := len(c.out)
 	var lone bool
 	c.out, lone = appendCanonString(c.out, b[i:end], escaped)
-	if lone {
-		checking = false
-	}
+	checking = checking && !lone
 	if checking {
-		// Canonical encoding is injective, so equal names have equal bytes.
-		f := &c.frames[len(c.frames)-1]
-		name := c.out[start:]
-		if f.set != nil {
-			if _, dup := f.set[string(name)]; dup {
-				checking = false
-			} else {
-				f.set[string(name)] = struct{}{}
-			}
-		} else {
-			for _, k := range c.keys[f.keys:] {
-				if bytes.Equal(c.out[k[0]:k[1]], name) {
-					checking = false
-					break
-				}
-			}
-			c.keys = append(c.keys, [2]int{start, len(c.out)})
-			if checking && len(c.keys)-f.keys > smallObject {
-				f.set = make(map[string]struct{}, 2*smallObject)
-				for _, k := range c.keys[f.keys:] {
-					f.set[string(c.out[k[0]:k[1]])] = struct{}{}
-				}
-				c.keys = c.keys[:f.keys]
-			}
-		}
+		checking = c.firstTime(start)
 	}
 	c.out = append(c.out, ':')
-	return skipWS(b, skipWS(b, end)+1), checking
+	if len(c.stack) == 1 {
+		c.top = append(c.top, topMember{key: span{start, len(c.out) - 1}, val: span{start: len(c.out)}})
+	}
+	i = skipWS(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return 0, false, false
+	}
+	return skipWS(b, i+1), checking, true
+}
+
+// firstTime records the name just written at c.out[start:] in the innermost
+// object and reports whether the object had no member of that name yet.
+// Canonical encoding is injective, so equal names have equal bytes.
+func (c *canonicalizer) firstTime(start int) bool {
+	f := &c.frames[len(c.frames)-1]
+	name := c.out[start:]
+	if f.set != nil {
+		if _, dup := f.set[string(name)]; dup {
+			return false
+		}
+		f.set[string(name)] = struct{}{}
+		return true
+	}
+	for _, k := range c.keys[f.keys:] {
+		if bytes.Equal(c.out[k[0]:k[1]], name) {
+			return false
+		}
+	}
+	c.keys = append(c.keys, [2]int{start, len(c.out)})
+	if len(c.keys)-f.keys > smallObject {
+		f.set = make(map[string]struct{}, 2*smallObject)
+		for _, k := range c.keys[f.keys:] {
+			f.set[string(c.out[k[0]:k[1]])] = struct{}{}
+		}
+		c.keys = c.keys[:f.keys]
+	}
+	return true
 }
 
 // numberOK applies the range rules to one number literal. Integers are
@@ -188,6 +230,8 @@ func numberOK(lit []byte, kind numKind) bool {
 	switch kind {
 	case numNonFinite:
 		return false
+	case numLiteral:
+		return true
 	case numInt:
 		if lit[0] == '-' {
 			return digitsAtMost(lit[1:], "9223372036854775808")

@@ -146,17 +146,15 @@ func checkExtra(extra []Member, reserved ...string) error {
 // canonicalValue checks one JSON value against the content rules and
 // returns its canonical bytes.
 func canonicalValue(what string, v []byte, depth int) ([]byte, error) {
-	i := skipWS(v, 0)
-	end, _, err := skipValue(v, i, nil)
-	if err != nil || skipWS(v, end) != len(v) {
+	var c canonicalizer
+	out, end, status := c.canonicalize(v, depth, MaxCompactBytes)
+	if status == canonSyntax || status == canonOK && skipWS(v, end) != len(v) {
 		return nil, malformed("%s is not one JSON value", what)
 	}
-	var c canonicalizer
-	out, oversized, ok := c.canonicalize(v[i:end], depth, MaxCompactBytes)
-	if oversized {
+	if status == canonOversized {
 		return nil, &AdmitError{Reason: ReasonOversized, Detail: what + " alone is over the size limit"}
 	}
-	if !ok {
+	if status == canonContent {
 		return nil, malformed("%s breaks a content rule (duplicate key, NaN or Infinity, integer out of range, lone surrogate or nesting too deep)", what)
 	}
 	return bytes.Clone(out), nil
@@ -252,7 +250,7 @@ func decodeEnvelope(b []byte) (*Envelope, error) {
 	var stack []byte
 	var scratch [64]byte
 	var bad error
-	err := members(b, stack, func(key, val []byte) bool {
+	_, err := members(b, stack, func(key, val []byte) bool {
 		switch {
 		case keyIs(key, "protocol_version", scratch[:0]):
 			e.ProtocolVersion = decodeGoString(val)
@@ -262,7 +260,7 @@ func decodeEnvelope(b []byte) (*Envelope, error) {
 			e.Actions = []Action{}
 			bad = elements(val, stack, func(obj []byte) error {
 				var a Action
-				err := members(obj, stack, func(key, val []byte) bool {
+				_, err := members(obj, stack, func(key, val []byte) bool {
 					switch {
 					case keyIs(key, "action_id", scratch[:0]):
 						a.ID = decodeGoString(val)

@@ -173,6 +173,7 @@ const (
 	numInt       numKind = iota // -?digits, no fraction or exponent
 	numFloat                    // has a fraction or an exponent
 	numNonFinite                // NaN, Infinity, -Infinity
+	numLiteral                  // true, false, null: not a number at all
 )
 
 // scanNumber scans the number at b[i] by Python's grammar
@@ -238,27 +239,33 @@ func hasPrefix(b []byte, s string) bool {
 	return len(b) >= len(s) && string(b[:len(s)]) == s
 }
 
+// scanLiteral scans a number or a keyword at b[i] and returns its end and kind.
+func scanLiteral(b []byte, i int) (int, numKind, error) {
+	switch c := b[i]; {
+	case c == '-' || (c >= '0' && c <= '9'):
+		return scanNumber(b, i)
+	case c == 't' && hasPrefix(b[i:], "true"):
+		return i + 4, numLiteral, nil
+	case c == 'f' && hasPrefix(b[i:], "false"):
+		return i + 5, numLiteral, nil
+	case c == 'n' && hasPrefix(b[i:], "null"):
+		return i + 4, numLiteral, nil
+	case c == 'N' && hasPrefix(b[i:], "NaN"):
+		return i + 3, numNonFinite, nil
+	case c == 'I' && hasPrefix(b[i:], "Infinity"):
+		return i + 8, numNonFinite, nil
+	}
+	return 0, 0, errAt(i, "expecting value")
+}
+
 // scanScalar scans a non-container value at b[i] and returns its end.
 func scanScalar(b []byte, i int) (int, error) {
-	switch c := b[i]; {
-	case c == '"':
+	if b[i] == '"' {
 		end, _, err := scanString(b, i)
 		return end, err
-	case c == '-' || (c >= '0' && c <= '9'):
-		end, _, err := scanNumber(b, i)
-		return end, err
-	case c == 't' && hasPrefix(b[i:], "true"):
-		return i + 4, nil
-	case c == 'f' && hasPrefix(b[i:], "false"):
-		return i + 5, nil
-	case c == 'n' && hasPrefix(b[i:], "null"):
-		return i + 4, nil
-	case c == 'N' && hasPrefix(b[i:], "NaN"):
-		return i + 3, nil
-	case c == 'I' && hasPrefix(b[i:], "Infinity"):
-		return i + 8, nil
 	}
-	return 0, errAt(i, "expecting value")
+	end, _, err := scanLiteral(b, i)
+	return end, err
 }
 
 // skipValue validates the value starting at b[i] (whitespace already

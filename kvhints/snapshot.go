@@ -20,77 +20,95 @@ type actionSpan struct {
 	obj, id, typ, ver, payload span
 }
 
-// layout records where the fields of a canonical envelope are, and checks
-// the version 0.1 structure (rule 5 without the content rules, which the
-// canonicalizer already applied).
-func parseLayout(b []byte) (*Snapshot, error) {
+// layout checks the version 0.1 structure of the canonical envelope b
+// (rule 5 without the content rules, which canonicalization applied) and
+// records where its actions are. top locates b's members.
+func layout(b []byte, top []topMember, stack []byte) (*Snapshot, error) {
 	s := &Snapshot{b: b}
-	var stack []byte
 	var scratch [64]byte
-	var msgOK, actionsOK bool
-	var bad error
-	err := members(b, stack, func(key, val []byte) bool {
+	msgOK, actionsOK := false, false
+	for _, m := range top {
+		key, val := b[m.key.start:m.key.end], b[m.val.start:m.val.end]
 		switch {
 		case keyIs(key, "message_id", scratch[:0]):
 			msgOK = nonEmptyString(val)
 		case keyIs(key, "actions", scratch[:0]):
 			if val[0] != '[' {
-				bad = errLayout
-				return false
+				return nil, errLayout
 			}
 			actionsOK = true
-			s.actionsVal = spanOf(b, val)
-			bad = elements(val, stack, func(act []byte) error {
-				a, err := actionLayout(b, act, stack)
-				s.actions = append(s.actions, a)
-				return err
-			})
-			return bad == nil
+			s.actionsVal = m.val
+			if err := s.actionLayouts(m.val.start, stack); err != nil {
+				return nil, err
+			}
 		}
-		return true
-	})
-	if err != nil {
-		return nil, err
 	}
-	if bad != nil || !msgOK || !actionsOK {
+	if !msgOK || !actionsOK {
 		return nil, errLayout
 	}
 	return s, nil
 }
 
-// actionLayout checks one action object and records its fields.
-func actionLayout(b, act []byte, stack []byte) (actionSpan, error) {
-	a := actionSpan{obj: spanOf(b, act)}
-	if act[0] != '{' {
-		return a, errLayout
+// parseLayout is layout for canonical bytes without recorded members.
+func parseLayout(b []byte) (*Snapshot, error) {
+	var top []topMember
+	_, err := members(b, nil, func(key, val []byte) bool {
+		top = append(top, topMember{key: spanOf(b, key), val: spanOf(b, val)})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return layout(b, top, nil)
+}
+
+// actionLayouts checks each action of the canonical actions array at
+// s.b[at] in one pass and records its fields.
+func (s *Snapshot) actionLayouts(at int, stack []byte) error {
+	b := s.b
+	i := at + 1
+	if b[i] == ']' {
+		return nil
 	}
 	var scratch [64]byte
-	var have [4]bool
-	ok := true
-	err := members(act, stack, func(key, val []byte) bool {
-		var f int
-		switch {
-		case keyIs(key, "action_id", scratch[:0]):
-			f, a.id = 0, spanOf(b, val)
-		case keyIs(key, "action_type", scratch[:0]):
-			f, a.typ = 1, spanOf(b, val)
-		case keyIs(key, "action_version", scratch[:0]):
-			f, a.ver = 2, spanOf(b, val)
-		case keyIs(key, "payload", scratch[:0]):
-			have[3], a.payload = val[0] == '{', spanOf(b, val)
-			ok = ok && have[3]
-			return ok
-		default:
-			return true
+	for {
+		if b[i] != '{' {
+			return errLayout
 		}
-		have[f] = nonEmptyString(val)
-		ok = ok && have[f]
-		return ok
-	})
-	if err != nil || !ok || have != [4]bool{true, true, true, true} {
-		return a, errLayout
+		a := actionSpan{}
+		var have [4]bool
+		ok := true
+		n, err := members(b[i:], stack, func(key, val []byte) bool {
+			f := 3
+			switch {
+			case keyIs(key, "action_id", scratch[:0]):
+				f, a.id = 0, spanOf(b, val)
+			case keyIs(key, "action_type", scratch[:0]):
+				f, a.typ = 1, spanOf(b, val)
+			case keyIs(key, "action_version", scratch[:0]):
+				f, a.ver = 2, spanOf(b, val)
+			case keyIs(key, "payload", scratch[:0]):
+				have[3], a.payload = val[0] == '{', spanOf(b, val)
+				ok = have[3]
+				return ok
+			default:
+				return true
+			}
+			have[f] = nonEmptyString(val)
+			ok = have[f]
+			return ok
+		})
+		if err != nil || !ok || have != [4]bool{true, true, true, true} {
+			return errLayout
+		}
+		a.obj = span{i, i + n}
+		s.actions = append(s.actions, a)
+		i += n
+		if b[i] == ']' {
+			return nil
+		}
+		i++ // the comma; canonical bytes have no whitespace
 	}
-	return a, nil
 }
 
 // elements calls fn with each raw element of the valid JSON array arr.

@@ -1,0 +1,192 @@
+package kvhints
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+	"unicode/utf8"
+)
+
+func addSeeds(f *testing.F, add func(string)) {
+	for _, s := range []string{
+		refEnvelope, `null`, `{}`, `[]`, `"x"`, `{"protocol_version":"0.2"}`,
+		env(`{"a":NaN}`), env(`{"a":"\ud800"}`), env(`{"a":18446744073709551616}`),
+		env(`{"a":{"b":1,"b":2}}`), env(`{"a":` + nest(130, "1") + `}`),
+		"{\n \"protocol_version\" : \"0\\u002e1\", \"message_id\":\"m\", \"actions\":[]}",
+	} {
+		add(s)
+	}
+}
+
+// FuzzAdmit checks admission against its own promises and against
+// encoding/json, an independent parser.
+func FuzzAdmit(f *testing.F) {
+	addSeeds(f, func(s string) { f.Add([]byte(s)) })
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		s, r := Admit(raw, Limits{})
+		if s == nil {
+			if r == ReasonNone && string(bytes.TrimSpace(raw)) != "null" {
+				t.Fatalf("no snapshot and no reason for %q", raw)
+			}
+			return
+		}
+		b := s.b
+		if r != ReasonNone || len(b) > MaxCompactBytes {
+			t.Fatalf("snapshot with reason %q, %d bytes", r, len(b))
+		}
+		// Admitted snapshots re-admit to themselves.
+		if again, r := Admit(b, Limits{}); r != ReasonNone || !bytes.Equal(again.b, b) {
+			t.Fatalf("re-admission of %q: %q", b, r)
+		}
+		// The canonical form is compact valid JSON meaning what raw meant.
+		if !json.Valid(b) {
+			t.Fatalf("canonical form is not JSON: %q", b)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, b); err != nil || !bytes.Equal(compact.Bytes(), b) {
+			t.Fatalf("canonical form is not compact: %q", b)
+		}
+		if json.Valid(raw) && utf8.Valid(raw) {
+			if !sameJSON(t, raw, b) {
+				t.Fatalf("canonical form %q changes the meaning of %q", b, raw)
+			}
+		}
+		// Every action view reads back a one-action envelope that admits.
+		for i := 0; i < s.NumActions(); i++ {
+			one := s.Action(i).Envelope()
+			if _, r := Admit(one.b, Limits{}); r != ReasonNone || one.NumActions() != 1 {
+				t.Fatalf("one-action envelope %d: %q", i, r)
+			}
+		}
+	})
+}
+
+// sameJSON decodes both documents with encoding/json and compares them.
+func sameJSON(t *testing.T, a, b []byte) bool {
+	var va, vb any
+	da, db := json.NewDecoder(bytes.NewReader(a)), json.NewDecoder(bytes.NewReader(b))
+	da.UseNumber()
+	db.UseNumber()
+	if da.Decode(&va) != nil || db.Decode(&vb) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(va)
+	jb, _ := json.Marshal(vb)
+	return bytes.Equal(ja, jb)
+}
+
+// FuzzRewrite checks the body rewrite with an independent reading of the
+// top level by encoding/json's tokenizer, on every body that it can parse.
+func FuzzRewrite(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1, "kv_hints":{}, "b":2}`, `{ "kv_hints":{} }`, `{"kv\u005fhints":1,"x":[{"kv_hints":2}]}`,
+		`{"kv_hints":null,"kv_hints":1}`, "\xef\xbb\xbf{\"kv_hints\":1}", `[{"kv_hints":1}]`,
+		`{"m":"\\\"kv_hints\":1","kv_hints":` + refEnvelope + `}`, `{"t":NaN,"kv_hints":{}}`, `{} {}`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	addSeeds(f, func(s string) { f.Add([]byte(`{"x":0,"kv_hints":`+s+`}`), true) })
+	f.Fuzz(func(t *testing.T, body []byte, trusted bool) {
+		out, res := Rewrite(body, Policy{Trusted: trusted})
+		parsable := json.Valid(body) && utf8.Valid(body)
+		if res.Outcome == OutcomeRejected {
+			if out != nil || res.Status != 400 {
+				t.Fatalf("rejection with %d and %d bytes", res.Status, len(out))
+			}
+			if parsable {
+				t.Fatalf("rejected a body encoding/json accepts: %q (%s)", body, res.Message)
+			}
+			return
+		}
+		if res.Outcome == OutcomeNoHint && !bytes.Equal(out, body) {
+			t.Fatal("no hint, yet the body changed")
+		}
+		if !parsable {
+			return
+		}
+		in, okIn := topMembers(body)
+		got, okOut := topMembers(out)
+		if !okIn || !okOut {
+			t.Fatalf("top level unreadable after rewrite: %q -> %q", body, out)
+		}
+		var rest, hints []member2
+		for _, m := range got {
+			if m.name == "kv_hints" {
+				hints = append(hints, m)
+			} else {
+				rest = append(rest, m)
+			}
+		}
+		var restIn []member2
+		for _, m := range in {
+			if m.name != "kv_hints" {
+				restIn = append(restIn, m)
+			}
+		}
+		// The rest of the body is unchanged, member for member.
+		if len(rest) != len(restIn) {
+			t.Fatalf("members changed: %q -> %q", body, out)
+		}
+		for i := range rest {
+			if rest[i].name != restIn[i].name || !bytes.Equal(rest[i].raw, restIn[i].raw) {
+				t.Fatalf("member %d changed: %q -> %q", i, body, out)
+			}
+		}
+		switch {
+		case !trusted && len(hints) != 0:
+			t.Fatalf("untrusted output still has kv_hints: %q", out)
+		case res.Outcome == OutcomeAdmitted:
+			if len(hints) != 1 || !bytes.Equal(hints[0].raw, res.Snapshot.b) {
+				t.Fatalf("admitted, but the worker would read %q", out)
+			}
+		case res.Outcome == OutcomeNullHint && trusted:
+			if len(hints) != 1 || string(hints[0].raw) != "null" {
+				t.Fatalf("null hint changed: %q", out)
+			}
+		case trusted && len(hints) != 0:
+			t.Fatalf("%v, yet the worker would read a hint in %q", res.Outcome, out)
+		}
+	})
+}
+
+type member2 struct {
+	name string
+	raw  []byte
+}
+
+// topMembers lists the top-level members of a JSON object with
+// encoding/json, duplicates included, with compacted raw values.
+func topMembers(b []byte) ([]member2, bool) {
+	d := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))))
+	d.UseNumber()
+	tok, err := d.Token()
+	if err != nil {
+		return nil, false
+	}
+	if tok != json.Delim('{') {
+		return nil, true
+	}
+	var ms []member2
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return nil, false
+		}
+		var raw json.RawMessage
+		if err := d.Decode(&raw); err != nil {
+			return nil, false
+		}
+		var c bytes.Buffer
+		json.Compact(&c, raw)
+		ms = append(ms, member2{name: k.(string), raw: c.Bytes()})
+	}
+	if _, err := d.Token(); err != nil {
+		return nil, false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false
+	}
+	return ms, true
+}
