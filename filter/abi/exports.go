@@ -1,0 +1,84 @@
+//go:build wasip1
+
+package abi
+
+import "github.com/kvgate/kvgate/filter"
+
+// plugin is the VM's filter. Go's runtime and package initialization run in
+// _initialize, before any of these callbacks.
+var plugin = filter.New(wasmHost{})
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+//go:wasmexport proxy_abi_version_0_2_1
+func proxyABIVersion() {}
+
+//go:wasmexport proxy_on_memory_allocate
+func proxyOnMemoryAllocate(size uint32) uint32 {
+	return uint32(mem.Alloc(int(size)))
+}
+
+//go:wasmexport proxy_on_context_create
+func proxyOnContextCreate(contextID, parentContextID uint32) {
+	plugin.OnContextCreate(contextID, parentContextID)
+}
+
+//go:wasmexport proxy_on_vm_start
+func proxyOnVMStart(rootContextID, vmConfigurationSize uint32) uint32 {
+	return b2u(plugin.OnVMStart(int(vmConfigurationSize)))
+}
+
+//go:wasmexport proxy_on_configure
+func proxyOnConfigure(rootContextID, pluginConfigurationSize uint32) uint32 {
+	return b2u(plugin.OnConfigure(rootContextID, int(pluginConfigurationSize)))
+}
+
+//go:wasmexport proxy_on_request_headers
+func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
+	return uint32(plugin.OnRequestHeaders(contextID, int(numHeaders), endOfStream != 0))
+}
+
+//go:wasmexport proxy_on_request_body
+func proxyOnRequestBody(contextID, bodyBufferLength, endOfStream uint32) uint32 {
+	return uint32(plugin.OnRequestBody(contextID, int(bodyBufferLength), endOfStream != 0))
+}
+
+//go:wasmexport proxy_on_request_trailers
+func proxyOnRequestTrailers(contextID, numTrailers uint32) uint32 {
+	return uint32(plugin.OnRequestTrailers(contextID, int(numTrailers)))
+}
+
+//go:wasmexport proxy_on_response_headers
+func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
+	return uint32(filter.Continue)
+}
+
+//go:wasmexport proxy_on_response_body
+func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) uint32 {
+	return uint32(filter.Continue)
+}
+
+//go:wasmexport proxy_on_response_trailers
+func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
+	return uint32(filter.Continue)
+}
+
+//go:wasmexport proxy_on_done
+func proxyOnDone(contextID uint32) uint32 {
+	return b2u(plugin.OnDone(contextID))
+}
+
+//go:wasmexport proxy_on_log
+func proxyOnLog(contextID uint32) {
+	plugin.OnLog(contextID)
+}
+
+//go:wasmexport proxy_on_delete
+func proxyOnDelete(contextID uint32) {
+	plugin.OnDelete(contextID)
+}

@@ -1,0 +1,164 @@
+//go:build wasip1
+
+package abi
+
+import (
+	"errors"
+	"runtime"
+	"strconv"
+	"unsafe"
+
+	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filter/internal/arena"
+)
+
+// proxy-wasm ABI 0.2.1 constants.
+const (
+	bufferHTTPRequestBody     = 0
+	bufferPluginConfiguration = 7
+	mapHTTPRequestHeaders     = 0
+	metricCounter             = 0
+
+	statusOK       = 0
+	statusNotFound = 1
+)
+
+// mem holds every block handed to the host until the guest has read it.
+var mem arena.Arena
+
+// Return slots the host writes into; globals, so they never move.
+var retData, retSize, retID uint32
+
+// wasmHost implements filter.Host with the imported host functions.
+type wasmHost struct{}
+
+var _ filter.Host = wasmHost{}
+var _ filter.Reserver = wasmHost{}
+
+// statusError is a host call's non-Ok result.
+type statusError struct {
+	call   string
+	status uint32
+}
+
+func (e *statusError) Error() string {
+	return e.call + " returned status " + strconv.FormatUint(uint64(e.status), 10)
+}
+
+var errForeignMemory = errors.New("host returned memory the guest did not allocate")
+
+func addr(p *uint32) uint32 { return uint32(uintptr(unsafe.Pointer(p))) }
+
+func bytesAddr(b []byte) uint32 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint32(uintptr(unsafe.Pointer(&b[0])))
+}
+
+func stringAddr(s string) uint32 {
+	if len(s) == 0 {
+		return 0
+	}
+	return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s))))
+}
+
+// returned resets the slots and the arena before a host call that returns
+// memory; result maps the slots to the bytes the host wrote.
+func returned() {
+	mem.Reset()
+	retData, retSize = 0, 0
+}
+
+func result(call string, st uint32) ([]byte, error) {
+	switch st {
+	case statusOK:
+	case statusNotFound:
+		return nil, nil
+	default:
+		return nil, &statusError{call, st}
+	}
+	if retSize == 0 {
+		return nil, nil
+	}
+	b, ok := mem.Lookup(uintptr(retData), int(retSize))
+	if !ok {
+		return nil, errForeignMemory
+	}
+	return b, nil
+}
+
+func (wasmHost) Log(level filter.LogLevel, msg string) {
+	proxyLog(uint32(level), stringAddr(msg), uint32(len(msg)))
+	runtime.KeepAlive(msg)
+}
+
+func (wasmHost) PluginConfig(size int) ([]byte, error) {
+	returned()
+	st := proxyGetBufferBytes(bufferPluginConfiguration, 0, uint32(size), addr(&retData), addr(&retSize))
+	return result("proxy_get_buffer_bytes", st)
+}
+
+func (wasmHost) RequestHeaders() ([]byte, error) {
+	returned()
+	st := proxyGetHeaderMapPairs(mapHTTPRequestHeaders, addr(&retData), addr(&retSize))
+	return result("proxy_get_header_map_pairs", st)
+}
+
+func (wasmHost) RemoveRequestHeader(name string) error {
+	st := proxyRemoveHeaderMapValue(mapHTTPRequestHeaders, stringAddr(name), uint32(len(name)))
+	runtime.KeepAlive(name)
+	if st != statusOK && st != statusNotFound {
+		return &statusError{"proxy_remove_header_map_value", st}
+	}
+	return nil
+}
+
+func (wasmHost) RequestBody(max int) ([]byte, error) {
+	returned()
+	st := proxyGetBufferBytes(bufferHTTPRequestBody, 0, uint32(max), addr(&retData), addr(&retSize))
+	return result("proxy_get_buffer_bytes", st)
+}
+
+func (wasmHost) ReplaceRequestBody(oldSize int, body []byte) error {
+	st := proxySetBufferBytes(bufferHTTPRequestBody, 0, uint32(oldSize), bytesAddr(body), uint32(len(body)))
+	runtime.KeepAlive(body)
+	if st != statusOK {
+		return &statusError{"proxy_set_buffer_bytes", st}
+	}
+	return nil
+}
+
+func (wasmHost) SendLocalResponse(status int, details string, body, headers []byte) error {
+	st := proxySendLocalResponse(uint32(status), stringAddr(details), uint32(len(details)),
+		bytesAddr(body), uint32(len(body)), bytesAddr(headers), uint32(len(headers)), -1)
+	runtime.KeepAlive(details)
+	runtime.KeepAlive(body)
+	runtime.KeepAlive(headers)
+	if st != statusOK {
+		return &statusError{"proxy_send_local_response", st}
+	}
+	return nil
+}
+
+func (wasmHost) DefineCounter(name string) (uint32, error) {
+	retID = 0
+	st := proxyDefineMetric(metricCounter, stringAddr(name), uint32(len(name)), addr(&retID))
+	runtime.KeepAlive(name)
+	if st != statusOK {
+		return 0, &statusError{"proxy_define_metric", st}
+	}
+	return retID, nil
+}
+
+func (wasmHost) IncrementCounter(id uint32, delta int64) error {
+	if st := proxyIncrementMetric(id, delta); st != statusOK {
+		return &statusError{"proxy_increment_metric", st}
+	}
+	return nil
+}
+
+func (wasmHost) Reserve(n int) {
+	mem.Reset()
+	mem.Reserve(n)
+}

@@ -1,0 +1,430 @@
+package filter
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/kvgate/kvgate/kvhints"
+)
+
+// Bounds of the configurable values.
+const (
+	// DefaultMaxBodyBytes is the body size limit when none is configured.
+	DefaultMaxBodyBytes = 4 << 20
+	// MaxMaxBodyBytes caps max_body_bytes: the guest holds a body twice
+	// (the host's copy and the rewrite) in a 4 GiB address space.
+	MaxMaxBodyBytes = 256 << 20
+	// MaxMaxDepth caps max_depth.
+	MaxMaxDepth = 100000
+	// maxExcludePaths caps the number of exclude_paths entries.
+	maxExcludePaths = 1024
+)
+
+// Config is the plugin configuration (DESIGN.md section 7), one JSON object:
+//
+//	{"trust_kv_hints": false, "max_depth": 128, "max_body_bytes": 4194304,
+//	 "exclude_paths": ["/healthz", "/static/*"]}
+//
+// Every member is optional; an empty configuration means the defaults.
+type Config struct {
+	// TrustKVHints admits hints from every sender; otherwise they are removed.
+	TrustKVHints bool
+	// MaxDepth is the admitted envelope's nesting limit (kvhints.Limits).
+	MaxDepth int
+	// MaxBodyBytes rejects longer request bodies with 413.
+	MaxBodyBytes int
+	// ExcludePaths lists request paths whose bodies are not inspected.
+	// An entry is an exact path, or a directory ending in "/*" that
+	// matches every path below it. Only canonical request paths match
+	// (see Excluded), so an exclusion can never be reached by an
+	// encoding trick that the worker would undo.
+	ExcludePaths []string
+}
+
+// DefaultConfig returns the configuration of an empty document.
+func DefaultConfig() Config {
+	return Config{MaxDepth: kvhints.DefaultMaxDepth, MaxBodyBytes: DefaultMaxBodyBytes}
+}
+
+// Policy returns the kvhints policy of the configuration.
+func (c *Config) Policy() kvhints.Policy {
+	return kvhints.Policy{
+		Trusted:      c.TrustKVHints,
+		Limits:       kvhints.Limits{MaxDepth: c.MaxDepth},
+		MaxBodyBytes: c.MaxBodyBytes,
+	}
+}
+
+// ConfigError says what is wrong with a plugin configuration.
+type ConfigError struct {
+	// Offset is the byte offset in the document where the problem was found.
+	Offset int
+	Msg    string
+}
+
+func (e *ConfigError) Error() string {
+	return "plugin configuration: " + e.Msg + " (at byte " + strconv.Itoa(e.Offset) + ")"
+}
+
+// ParseConfig reads a plugin configuration. It follows the JSON grammar
+// strictly (RFC 8259: no comments, no trailing commas, no NaN), accepts only
+// the known members with values of the right type and range, and rejects
+// duplicate members. A document of only whitespace means the defaults.
+func ParseConfig(doc []byte) (Config, error) {
+	cfg := DefaultConfig()
+	r := cfgReader{b: doc}
+	r.ws()
+	if r.i == len(doc) {
+		return cfg, nil
+	}
+	if !r.eat('{') {
+		return cfg, r.err("expected a JSON object")
+	}
+	var seen [4]bool
+	r.ws()
+	if !r.eat('}') {
+		for {
+			r.ws()
+			at := r.i
+			name, err := r.str()
+			if err != nil {
+				return cfg, err
+			}
+			r.ws()
+			if !r.eat(':') {
+				return cfg, r.err("expected ':' after member name")
+			}
+			r.ws()
+			var field int
+			switch name {
+			case "trust_kv_hints":
+				field = 0
+				if cfg.TrustKVHints, err = r.boolean(); err != nil {
+					return cfg, err
+				}
+			case "max_depth":
+				field = 1
+				if cfg.MaxDepth, err = r.integer(1, MaxMaxDepth); err != nil {
+					return cfg, err
+				}
+			case "max_body_bytes":
+				field = 2
+				if cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes); err != nil {
+					return cfg, err
+				}
+			case "exclude_paths":
+				field = 3
+				if cfg.ExcludePaths, err = r.paths(); err != nil {
+					return cfg, err
+				}
+			default:
+				return cfg, &ConfigError{at, "unknown member " + strconv.Quote(name) +
+					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths"}
+			}
+			if seen[field] {
+				return cfg, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
+			}
+			seen[field] = true
+			r.ws()
+			if r.eat('}') {
+				break
+			}
+			if !r.eat(',') {
+				return cfg, r.err("expected ',' or '}' after member")
+			}
+		}
+	}
+	r.ws()
+	if r.i != len(doc) {
+		return cfg, r.err("data after the configuration object")
+	}
+	return cfg, nil
+}
+
+// cfgReader is a cursor over a configuration document.
+type cfgReader struct {
+	b []byte
+	i int
+}
+
+func (r *cfgReader) err(msg string) error { return &ConfigError{r.i, msg} }
+
+func (r *cfgReader) ws() {
+	for r.i < len(r.b) {
+		switch r.b[r.i] {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return
+		}
+	}
+}
+
+func (r *cfgReader) eat(c byte) bool {
+	if r.i < len(r.b) && r.b[r.i] == c {
+		r.i++
+		return true
+	}
+	return false
+}
+
+func (r *cfgReader) literal(lit string) bool {
+	if len(r.b)-r.i >= len(lit) && string(r.b[r.i:r.i+len(lit)]) == lit {
+		r.i += len(lit)
+		return true
+	}
+	return false
+}
+
+func (r *cfgReader) boolean() (bool, error) {
+	switch {
+	case r.literal("true"):
+		return true, nil
+	case r.literal("false"):
+		return false, nil
+	}
+	return false, r.err("expected true or false")
+}
+
+// integer reads a JSON number that must be an integer in [lo, hi].
+func (r *cfgReader) integer(lo, hi int) (int, error) {
+	start := r.i
+	neg := r.eat('-')
+	if r.i >= len(r.b) || r.b[r.i] < '0' || r.b[r.i] > '9' {
+		r.i = start
+		return 0, r.err("expected an integer")
+	}
+	v := 0
+	big := false
+	if r.b[r.i] == '0' {
+		r.i++
+	} else {
+		for r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' {
+			if v > hi {
+				big = true
+			} else {
+				v = v*10 + int(r.b[r.i]-'0')
+			}
+			r.i++
+		}
+	}
+	if r.i < len(r.b) {
+		switch r.b[r.i] {
+		case '.', 'e', 'E':
+			return 0, &ConfigError{start, "expected an integer without fraction or exponent"}
+		case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			return 0, &ConfigError{start, "leading zeros are not allowed in JSON numbers"}
+		}
+	}
+	if neg || big || v < lo || v > hi {
+		return 0, &ConfigError{start, "value out of range " + strconv.Itoa(lo) + ".." + strconv.Itoa(hi)}
+	}
+	return v, nil
+}
+
+// str reads a JSON string and returns it decoded.
+func (r *cfgReader) str() (string, error) {
+	if !r.eat('"') {
+		return "", r.err("expected a string")
+	}
+	var sb []byte
+	from := r.i
+	for {
+		if r.i >= len(r.b) {
+			return "", r.err("unterminated string")
+		}
+		c := r.b[r.i]
+		switch {
+		case c == '"':
+			sb = append(sb, r.b[from:r.i]...)
+			r.i++
+			if !utf8.Valid(sb) {
+				return "", &ConfigError{from - 1, "string is not valid UTF-8"}
+			}
+			return string(sb), nil
+		case c < 0x20:
+			return "", r.err("control character in string")
+		case c == '\\':
+			sb = append(sb, r.b[from:r.i]...)
+			esc, err := r.escape()
+			if err != nil {
+				return "", err
+			}
+			sb = utf8.AppendRune(sb, esc)
+			from = r.i
+		default:
+			r.i++
+		}
+	}
+}
+
+// escape reads one escape sequence starting at the backslash.
+func (r *cfgReader) escape() (rune, error) {
+	at := r.i
+	r.i++
+	if r.i >= len(r.b) {
+		return 0, r.err("unterminated escape")
+	}
+	c := r.b[r.i]
+	r.i++
+	switch c {
+	case '"', '\\', '/':
+		return rune(c), nil
+	case 'b':
+		return '\b', nil
+	case 'f':
+		return '\f', nil
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case 'u':
+		u, ok := r.hex4()
+		if !ok {
+			return 0, &ConfigError{at, "bad \\u escape"}
+		}
+		if u >= 0xdc00 && u <= 0xdfff {
+			return 0, &ConfigError{at, "lone surrogate escape"}
+		}
+		if u >= 0xd800 && u <= 0xdbff {
+			if !r.literal(`\u`) {
+				return 0, &ConfigError{at, "lone surrogate escape"}
+			}
+			lo, ok := r.hex4()
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return 0, &ConfigError{at, "lone surrogate escape"}
+			}
+			return 0x10000 + (u-0xd800)<<10 + (lo - 0xdc00), nil
+		}
+		return u, nil
+	}
+	return 0, &ConfigError{at, "unknown escape"}
+}
+
+func (r *cfgReader) hex4() (rune, bool) {
+	if r.i+4 > len(r.b) {
+		return 0, false
+	}
+	var v rune
+	for _, c := range r.b[r.i : r.i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	r.i += 4
+	return v, true
+}
+
+// paths reads the exclude_paths array.
+func (r *cfgReader) paths() ([]string, error) {
+	if !r.eat('[') {
+		return nil, r.err("expected an array of paths")
+	}
+	out := []string{}
+	r.ws()
+	if r.eat(']') {
+		return out, nil
+	}
+	for {
+		r.ws()
+		at := r.i
+		p, err := r.str()
+		if err != nil {
+			return nil, err
+		}
+		if msg := checkExcludePath(p); msg != "" {
+			return nil, &ConfigError{at, "exclude_paths entry " + strconv.Quote(p) + ": " + msg}
+		}
+		if len(out) == maxExcludePaths {
+			return nil, &ConfigError{at, "more than " + strconv.Itoa(maxExcludePaths) + " exclude_paths entries"}
+		}
+		out = append(out, p)
+		r.ws()
+		if r.eat(']') {
+			return out, nil
+		}
+		if !r.eat(',') {
+			return nil, r.err("expected ',' or ']' in exclude_paths")
+		}
+	}
+}
+
+// checkExcludePath says what is wrong with an exclude_paths entry, or "".
+func checkExcludePath(p string) string {
+	if strings.HasSuffix(p, "/*") {
+		p = p[:len(p)-1]
+	}
+	if !strings.HasPrefix(p, "/") {
+		return "must start with '/'"
+	}
+	if strings.ContainsAny(p, "?#*") {
+		return "must be a path without query, fragment or '*' (other than a final \"/*\")"
+	}
+	if !canonicalPath(p) {
+		return "must be a canonical path: no percent-encoding, backslash, empty, '.' or '..' segment, control or non-ASCII byte"
+	}
+	return ""
+}
+
+// canonicalPath reports whether p (without query) is a path that every
+// server reads the same way: ASCII without controls, spaces, percent
+// escapes or backslashes, and without empty, "." or ".." segments.
+func canonicalPath(p string) bool {
+	if len(p) == 0 || p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c <= ' ' || c >= 0x7f || c == '%' || c == '\\' {
+			return false
+		}
+	}
+	// Check segments; a single trailing slash is allowed ("/a/").
+	for seg := range strings.SplitSeq(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return !strings.Contains(p, "//")
+}
+
+// Excluded reports whether a request's :path (with any query) is excluded
+// from inspection. A path that is not canonical is never excluded: the
+// worker might decode it to an excluded path or to another, so it is
+// inspected.
+func (c *Config) Excluded(rawPath []byte) bool {
+	if len(c.ExcludePaths) == 0 {
+		return false
+	}
+	p := rawPath
+	for i, b := range p {
+		if b == '?' || b == '#' {
+			p = p[:i]
+			break
+		}
+	}
+	path := string(p)
+	if !canonicalPath(path) {
+		return false
+	}
+	for _, e := range c.ExcludePaths {
+		if strings.HasSuffix(e, "/*") {
+			if strings.HasPrefix(path, e[:len(e)-1]) && len(path) > len(e)-1 {
+				return true
+			}
+		} else if path == e {
+			return true
+		}
+	}
+	return false
+}

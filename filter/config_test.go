@@ -1,0 +1,186 @@
+package filter
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseConfig(t *testing.T) {
+	def := DefaultConfig()
+	with := func(f func(*Config)) Config { c := def; f(&c); return c }
+	ok := []struct {
+		doc  string
+		want Config
+	}{
+		{``, def},
+		{" \n\t", def},
+		{`{}`, def},
+		{` { } `, def},
+		{`{"trust_kv_hints":true}`, with(func(c *Config) { c.TrustKVHints = true })},
+		{`{"trust_kv_hints":false,"max_depth":7}`, with(func(c *Config) { c.MaxDepth = 7 })},
+		{`{"max_body_bytes":1}`, with(func(c *Config) { c.MaxBodyBytes = 1 })},
+		{`{"max_body_bytes":268435456}`, with(func(c *Config) { c.MaxBodyBytes = 268435456 })},
+		{`{"exclude_paths":[]}`, with(func(c *Config) { c.ExcludePaths = []string{} })},
+		{`{"exclude_paths":["/healthz", "/static/*","/"]}`, with(func(c *Config) { c.ExcludePaths = []string{"/healthz", "/static/*", "/"} })},
+		{`{"exclude_paths":["\/a\u0062c"]}`, with(func(c *Config) { c.ExcludePaths = []string{"/abc"} })},
+		{"{\n  \"trust_kv_hints\" : true ,\n  \"max_depth\" : 100000,\n  \"max_body_bytes\": 4194304\n}\n",
+			with(func(c *Config) { c.TrustKVHints, c.MaxDepth = true, 100000 })},
+	}
+	for _, tc := range ok {
+		got, err := ParseConfig([]byte(tc.doc))
+		if err != nil {
+			t.Errorf("%q: %v", tc.doc, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: got %+v want %+v", tc.doc, got, tc.want)
+		}
+	}
+	bad := []struct{ doc, msg string }{
+		{`null`, "expected a JSON object"},
+		{`[]`, "expected a JSON object"},
+		{`{"trust_kv_hints":true`, "expected ','"},
+		{`{"trust_kv_hints":true,}`, "expected a string"},
+		{`{"trust_kv_hints":1}`, "expected true or false"},
+		{`{"trust_kv_hints":"true"}`, "expected true or false"},
+		{`{"trust_kv_hints":null}`, "expected true or false"},
+		{`{"trust_kv_hints":true,"trust_kv_hints":false}`, "duplicate member"},
+		{`{"trust":true}`, `unknown member "trust"`},
+		{`{"Trust_KV_Hints":true}`, `unknown member`},
+		{`{"max_depth":0}`, "out of range"},
+		{`{"max_depth":-1}`, "out of range"},
+		{`{"max_depth":100001}`, "out of range"},
+		{`{"max_depth":1.5}`, "without fraction"},
+		{`{"max_depth":1e2}`, "without fraction"},
+		{`{"max_depth":012}`, "leading zeros"},
+		{`{"max_depth":"12"}`, "expected an integer"},
+		{`{"max_body_bytes":99999999999999999999999999}`, "out of range"},
+		{`{"max_body_bytes":268435457}`, "out of range"},
+		{`{"exclude_paths":"/a"}`, "expected an array"},
+		{`{"exclude_paths":["a"]}`, "must start with '/'"},
+		{`{"exclude_paths":["/a?b"]}`, "without query"},
+		{`{"exclude_paths":["/a*"]}`, "without query"},
+		{`{"exclude_paths":["/%61"]}`, "canonical"},
+		{`{"exclude_paths":["/a/../b"]}`, "canonical"},
+		{`{"exclude_paths":["//a"]}`, "canonical"},
+		{`{"exclude_paths":["/a\\b"]}`, "canonical"},
+		{`{"exclude_paths":["/\u00e9"]}`, "canonical"},
+		{`{"exclude_paths":[1]}`, "expected a string"},
+		{`{"exclude_paths":["/a",]}`, "expected a string"},
+		{`{"exclude_paths":["/\ud800"]}`, "lone surrogate"},
+		{`{"exclude_paths":["/\x"]}`, "unknown escape"},
+		{"{\"exclude_paths\":[\"/\x01\"]}", "control character"},
+		{"{\"exclude_paths\":[\"/\xff\"]}", "not valid UTF-8"},
+		{`{} {}`, "data after"},
+		{"\ufeff{}", "expected a JSON object"},
+		{`{"max_depth":NaN}`, "expected an integer"},
+		{`{"a":1`, "unknown member"},
+		{`{"exclude_paths":["/a"`, "expected ',' or ']'"},
+		{`{"exclude_paths":["/a`, "unterminated string"},
+	}
+	for _, tc := range bad {
+		_, err := ParseConfig([]byte(tc.doc))
+		if err == nil {
+			t.Errorf("%q: accepted", tc.doc)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%q: error %q does not mention %q", tc.doc, err, tc.msg)
+		}
+	}
+}
+
+func TestExcluded(t *testing.T) {
+	c := Config{ExcludePaths: []string{"/healthz", "/static/*"}}
+	for path, want := range map[string]bool{
+		"/healthz":           true,
+		"/healthz?x=1":       true,
+		"/healthz/":          false,
+		"/HEALTHZ":           false,
+		"/static/a.js":       true,
+		"/static/":           false,
+		"/static":            false,
+		"/static/../v1/chat": false,
+		"/static/%2e%2e/v1":  false,
+		"//healthz":          false,
+		"/static//x":         false,
+		"/v1/chat":           false,
+		"":                   false,
+	} {
+		if got := c.Excluded([]byte(path)); got != want {
+			t.Errorf("%q: got %v", path, got)
+		}
+	}
+}
+
+// FuzzParseConfig checks that the reader never panics and agrees with
+// encoding/json about what is JSON: every document it accepts is valid JSON
+// whose members decode to the same values.
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"trust_kv_hints":true,"max_depth":5,"max_body_bytes":100,"exclude_paths":["/a","/b/*"]}`,
+		`{"exclude_paths":["\u002fa\ud83d\ude00"]}`, `{"max_depth":1e3}`, `{"x":1}`, `[`, `{"trust_kv_hints":tru}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		cfg, err := ParseConfig(doc)
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(string(doc)) == "" {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(doc, &m); err != nil {
+			t.Fatalf("accepted invalid JSON %q: %v", doc, err)
+		}
+		if v, ok := m["exclude_paths"]; ok {
+			var ps []string
+			if err := json.Unmarshal(v, &ps); err != nil || !reflect.DeepEqual(ps, cfg.ExcludePaths) {
+				t.Fatalf("%q: exclude_paths %q, encoding/json %q (%v)", doc, cfg.ExcludePaths, ps, err)
+			}
+		}
+		if v, ok := m["max_body_bytes"]; ok {
+			var n int
+			if err := json.Unmarshal(v, &n); err != nil || n != cfg.MaxBodyBytes {
+				t.Fatalf("%q: max_body_bytes %d, encoding/json %d (%v)", doc, cfg.MaxBodyBytes, n, err)
+			}
+		}
+		if v, ok := m["max_depth"]; ok {
+			var n int
+			if err := json.Unmarshal(v, &n); err != nil || n != cfg.MaxDepth {
+				t.Fatalf("%q: max_depth %d, encoding/json %d (%v)", doc, cfg.MaxDepth, n, err)
+			}
+		}
+		if v, ok := m["trust_kv_hints"]; ok {
+			var b bool
+			if err := json.Unmarshal(v, &b); err != nil || b != cfg.TrustKVHints {
+				t.Fatalf("%q: trust_kv_hints %v, encoding/json %v (%v)", doc, cfg.TrustKVHints, b, err)
+			}
+		}
+	})
+}
+
+func TestHeaderMapRoundTrip(t *testing.T) {
+	pairs := [][2]string{{":path", "/a"}, {"x", ""}, {"content-encoding", "gzip"}, {"content-encoding", "br"}}
+	var got [][2]string
+	if err := ForEachHeader(SerializeHeaders(pairs), func(k, v []byte) { got = append(got, [2]string{string(k), string(v)}) }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, pairs) {
+		t.Fatalf("got %q", got)
+	}
+	for _, bad := range [][]byte{{1}, {1, 0, 0, 0}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 'b'}, {255, 255, 255, 255, 0, 0, 0, 0}} {
+		if err := ForEachHeader(bad, func(k, v []byte) {}); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func FuzzForEachHeader(f *testing.F) {
+	f.Add(SerializeHeaders([][2]string{{"a", "b"}}))
+	f.Fuzz(func(t *testing.T, m []byte) {
+		_ = ForEachHeader(m, func(k, v []byte) {})
+	})
+}

@@ -1,0 +1,248 @@
+package filter
+
+import (
+	"errors"
+	"strings"
+)
+
+// fakeHost is an in-memory proxy: one plugin configuration, one stream at a
+// time, counters by name.
+type fakeHost struct {
+	config   []byte
+	headers  [][2]string
+	body     []byte // the host's buffered request body
+	local    *localReply
+	logs     []string
+	names    []string // metric id -> name
+	counters map[string]int64
+
+	// failures to inject, by Host method name
+	fail map[string]bool
+	// panicOn makes a Host method panic
+	panicOn string
+}
+
+type localReply struct {
+	status  int
+	details string
+	body    []byte
+	headers [][2]string
+}
+
+var errInjected = errors.New("injected failure")
+
+func newFakeHost(config string) *fakeHost {
+	return &fakeHost{config: []byte(config), counters: map[string]int64{}, fail: map[string]bool{}}
+}
+
+func (h *fakeHost) check(m string) error {
+	if h.panicOn == m {
+		panic("injected panic in " + m)
+	}
+	if h.fail[m] {
+		return errInjected
+	}
+	return nil
+}
+
+func (h *fakeHost) Log(level LogLevel, msg string) { h.logs = append(h.logs, msg) }
+
+func (h *fakeHost) PluginConfig(size int) ([]byte, error) {
+	if err := h.check("PluginConfig"); err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), h.config[:min(size, len(h.config))]...), nil
+}
+
+func (h *fakeHost) RequestHeaders() ([]byte, error) {
+	if err := h.check("RequestHeaders"); err != nil {
+		return nil, err
+	}
+	return SerializeHeaders(h.headers), nil
+}
+
+func (h *fakeHost) RemoveRequestHeader(name string) error {
+	if err := h.check("RemoveRequestHeader"); err != nil {
+		return err
+	}
+	kept := h.headers[:0]
+	for _, p := range h.headers {
+		if !strings.EqualFold(p[0], name) {
+			kept = append(kept, p)
+		}
+	}
+	h.headers = kept
+	return nil
+}
+
+func (h *fakeHost) RequestBody(max int) ([]byte, error) {
+	if err := h.check("RequestBody"); err != nil {
+		return nil, err
+	}
+	if len(h.body) == 0 {
+		return nil, nil
+	}
+	// A copy, as a real host copies into guest memory.
+	return append([]byte(nil), h.body[:min(max, len(h.body))]...), nil
+}
+
+func (h *fakeHost) ReplaceRequestBody(oldSize int, body []byte) error {
+	if err := h.check("ReplaceRequestBody"); err != nil {
+		return err
+	}
+	if oldSize != len(h.body) {
+		return errors.New("replace must cover the whole body")
+	}
+	h.body = append([]byte(nil), body...)
+	return nil
+}
+
+func (h *fakeHost) SendLocalResponse(status int, details string, body, headers []byte) error {
+	if err := h.check("SendLocalResponse"); err != nil {
+		return err
+	}
+	if h.local != nil {
+		return errors.New("second local response")
+	}
+	lr := &localReply{status: status, details: details, body: append([]byte(nil), body...)}
+	if err := ForEachHeader(headers, func(k, v []byte) {
+		lr.headers = append(lr.headers, [2]string{string(k), string(v)})
+	}); err != nil {
+		return err
+	}
+	h.local = lr
+	return nil
+}
+
+func (h *fakeHost) DefineCounter(name string) (uint32, error) {
+	if err := h.check("DefineCounter"); err != nil {
+		return 0, err
+	}
+	for i, n := range h.names {
+		if n == name {
+			return uint32(i), nil
+		}
+	}
+	h.names = append(h.names, name)
+	h.counters[name] += 0
+	return uint32(len(h.names) - 1), nil
+}
+
+func (h *fakeHost) IncrementCounter(id uint32, delta int64) error {
+	if err := h.check("IncrementCounter"); err != nil {
+		return err
+	}
+	if int(id) >= len(h.names) {
+		return errors.New("unknown metric")
+	}
+	h.counters[h.names[id]] += delta
+	return nil
+}
+
+func (h *fakeHost) header(name string) (string, bool) {
+	for _, p := range h.headers {
+		if strings.EqualFold(p[0], name) {
+			return p[1], true
+		}
+	}
+	return "", false
+}
+
+// mode is how a request's body reaches the filter.
+type mode int
+
+const (
+	modeLength   mode = iota // content-length, one body callback
+	modeChunked              // no content-length, three body callbacks
+	modeTrailers             // no content-length, body callbacks then trailers
+)
+
+func (m mode) String() string { return [...]string{"length", "chunked", "trailers"}[m] }
+
+// outcome is what the proxy did with a request.
+type outcome struct {
+	forwarded bool   // the request went upstream
+	body      []byte // the forwarded body
+	local     *localReply
+}
+
+const rootID = 1
+
+// newPlugin configures a plugin on h and fails the test on error.
+func newPlugin(h *fakeHost) (*Plugin, bool) {
+	p := New(h)
+	p.OnContextCreate(rootID, 0)
+	p.OnVMStart(0)
+	ok := p.OnConfigure(rootID, len(h.config))
+	return p, ok
+}
+
+// send runs one request with a body through p the way a proxy does: the
+// proxy stops at the first Pause that comes with a local reply, and
+// forwards once every callback it made has returned Continue.
+func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[string]string, body []byte, m mode) outcome {
+	h.local = nil
+	h.body = nil
+	h.headers = [][2]string{{":method", method}, {":path", path}, {":authority", "worker"}}
+	for k, v := range hdrs {
+		h.headers = append(h.headers, [2]string{k, v})
+	}
+	if m == modeLength {
+		h.headers = append(h.headers, [2]string{"content-length", itoa(len(body))})
+	}
+	p.OnContextCreate(id, rootID)
+	defer func() {
+		p.OnDone(id)
+		p.OnLog(id)
+		p.OnDelete(id)
+	}()
+	a := p.OnRequestHeaders(id, len(h.headers), false)
+	if h.local != nil {
+		return outcome{local: h.local}
+	}
+	headersPaused := a == Pause
+	var chunks [][]byte
+	switch m {
+	case modeLength:
+		chunks = [][]byte{body}
+	default:
+		n := len(body)
+		chunks = [][]byte{body[:n/3], body[n/3 : 2*n/3], body[2*n/3:]}
+	}
+	last := Continue
+	for i, c := range chunks {
+		h.body = append(h.body, c...)
+		eos := i == len(chunks)-1 && m != modeTrailers
+		last = p.OnRequestBody(id, len(h.body), eos)
+		if h.local != nil {
+			return outcome{local: h.local}
+		}
+		if last == Continue && !eos && !headersPaused {
+			// a passing stream forwards as data flows
+			continue
+		}
+	}
+	if m == modeTrailers {
+		last = p.OnRequestTrailers(id, 1)
+		if h.local != nil {
+			return outcome{local: h.local}
+		}
+	}
+	if last != Continue {
+		return outcome{}
+	}
+	return outcome{forwarded: true, body: h.body}
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}

@@ -1,0 +1,419 @@
+package filter
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/kvgate/kvgate/kvhints"
+	"github.com/kvgate/kvgate/metricname"
+)
+
+// Metric families the filter defines (DESIGN.md section 5). Each series is
+// defined through Host.DefineCounter under its metricname.Encode name.
+const (
+	// MetricIgnored counts ignored hints, label reason (kvhints.Reasons).
+	MetricIgnored = "trtllm_kv_hints_ignored_total"
+	// MetricAdmitted counts admitted envelopes.
+	MetricAdmitted = "kvgate_kv_hints_admitted_total"
+	// MetricRejected counts bodies answered locally, label status.
+	MetricRejected = "kvgate_bodies_rejected_total"
+)
+
+// RejectStatuses are the status label values of MetricRejected.
+var RejectStatuses = [...]int{400, 413, 415}
+
+// MetricNames returns every series name the filter defines, in definition
+// order: the four ignored reasons, admitted, then the rejected statuses.
+func MetricNames() []string {
+	var names []string
+	for _, r := range kvhints.Reasons {
+		names = append(names, metricname.Encode(MetricIgnored, metricname.Label{Name: "reason", Value: r.String()}))
+	}
+	names = append(names, metricname.Encode(MetricAdmitted))
+	for _, s := range RejectStatuses {
+		names = append(names, metricname.Encode(MetricRejected, metricname.Label{Name: "status", Value: strconv.Itoa(s)}))
+	}
+	return names
+}
+
+// Local replies.
+const (
+	// DetailsRejected is the response code details of a rejected body.
+	DetailsRejected = "kvgate_body_rejected"
+	// DetailsFailed is the response code details of a filter failure.
+	DetailsFailed = "kvgate_filter_failed"
+)
+
+// FailureBody is the 503 answer when the filter cannot do its job.
+var FailureBody = []byte(`{"error":{"message":"the request could not be filtered","type":"server_error","code":503}}`)
+
+var jsonHeaders = SerializeHeaders([][2]string{{"content-type", "application/json"}})
+
+// counters are the metric ids of one root context.
+type counters struct {
+	ignored  [len(kvhints.Reasons) + 1]uint32 // by kvhints.Reason
+	admitted uint32
+	rejected [len(RejectStatuses)]uint32
+}
+
+// root is one plugin (root context) and its configuration.
+type root struct {
+	ok     bool
+	cfg    Config
+	policy kvhints.Policy
+	ids    counters
+}
+
+// Stream states.
+const (
+	stNew       uint8 = iota // created, headers not seen yet
+	stBuffering              // body being buffered for inspection
+	stPass                   // nothing to inspect (no body or excluded path)
+	stDone                   // forwarded after inspection or answered locally
+)
+
+// stream is one HTTP request's state.
+type stream struct {
+	root  *root
+	state uint8
+}
+
+// Plugin is the filter of one VM: its root contexts, its in-flight streams
+// and the kvhints.Rewriter they share (a VM runs one callback at a time).
+// Its methods are the proxy-wasm callbacks; it is not safe for concurrent
+// use.
+type Plugin struct {
+	host    Host
+	rw      kvhints.Rewriter
+	roots   map[uint32]*root
+	streams map[uint32]*stream
+	free    []*stream
+}
+
+// New returns a Plugin that talks to host.
+func New(host Host) *Plugin {
+	return &Plugin{host: host, roots: map[uint32]*root{}, streams: map[uint32]*stream{}}
+}
+
+// OnContextCreate creates a root context (parent 0) or an HTTP stream.
+func (p *Plugin) OnContextCreate(id, parent uint32) {
+	if parent == 0 {
+		if p.roots[id] == nil {
+			p.roots[id] = &root{}
+		}
+		return
+	}
+	var s *stream
+	if n := len(p.free); n > 0 {
+		s, p.free = p.free[n-1], p.free[:n-1]
+	} else {
+		s = new(stream)
+	}
+	*s = stream{root: p.roots[parent]}
+	p.streams[id] = s
+}
+
+// OnVMStart accepts any VM configuration.
+func (p *Plugin) OnVMStart(vmConfigSize int) bool { return true }
+
+// OnConfigure reads, checks and applies the plugin configuration of a root
+// context, and defines the metrics. It returns false, after logging why,
+// when the configuration is not acceptable.
+func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			p.host.Log(LogCritical, "kvgate: internal error while configuring")
+			ok = false
+		}
+	}()
+	r := p.roots[rootID]
+	if r == nil {
+		r = &root{}
+		p.roots[rootID] = r
+	}
+	r.ok = false
+	var doc []byte
+	if size > 0 {
+		var err error
+		if doc, err = p.host.PluginConfig(size); err != nil {
+			p.host.Log(LogCritical, "kvgate: cannot read the plugin configuration: "+err.Error())
+			return false
+		}
+	}
+	cfg, err := ParseConfig(doc)
+	if err != nil {
+		p.host.Log(LogCritical, "kvgate: "+err.Error())
+		return false
+	}
+	names := MetricNames()
+	ids := make([]uint32, len(names))
+	for i, name := range names {
+		if ids[i], err = p.host.DefineCounter(name); err != nil {
+			p.host.Log(LogCritical, "kvgate: cannot define metric "+name+": "+err.Error())
+			return false
+		}
+	}
+	for i, reason := range kvhints.Reasons {
+		r.ids.ignored[reason] = ids[i]
+	}
+	r.ids.admitted = ids[len(kvhints.Reasons)]
+	copy(r.ids.rejected[:], ids[len(kvhints.Reasons)+1:])
+	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
+	if rs, ok := p.host.(Reserver); ok {
+		rs.Reserve(cfg.MaxBodyBytes + 1)
+	}
+	p.host.Log(LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
+		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
+		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths)))
+	return true
+}
+
+// OnRequestHeaders decides whether the request's body must be inspected. It
+// answers 415 for an encoded body and 413 for a declared length over the
+// limit; otherwise it removes Content-Length (the body may change length)
+// and pauses until the body is buffered.
+func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (a Action) {
+	defer p.guard(id, &a)
+	s := p.streams[id]
+	if s == nil || s.root == nil || !s.root.ok || s.state != stNew {
+		return p.fail(id, s, "request headers on an unknown or unconfigured stream")
+	}
+	if endOfStream {
+		s.state = stPass
+		return Continue
+	}
+	hdrs, err := p.host.RequestHeaders()
+	if err != nil {
+		return p.fail(id, s, "cannot read request headers: "+err.Error())
+	}
+	cfg := &s.root.cfg
+	excluded, status, msg := false, 0, ""
+	err = ForEachHeader(hdrs, func(k, v []byte) {
+		switch {
+		case string(k) == ":path":
+			excluded = cfg.Excluded(v)
+		case status == 415:
+		case equalFold(k, "content-encoding"):
+			if st, m := kvhints.CheckContentEncoding(string(v)); st != 0 {
+				status, msg = st, m
+			}
+		case status != 0:
+		case equalFold(k, "content-length"):
+			if n, ok := parseLength(v); ok && n > int64(cfg.MaxBodyBytes) {
+				status, msg = 413, "request body is larger than the limit of "+strconv.Itoa(cfg.MaxBodyBytes)+" bytes"
+			}
+		}
+	})
+	if err != nil {
+		return p.fail(id, s, "cannot parse request headers: "+err.Error())
+	}
+	if excluded {
+		s.state = stPass
+		return Continue
+	}
+	if status != 0 {
+		return p.reject(s, status, msg)
+	}
+	if err := p.host.RemoveRequestHeader("content-length"); err != nil {
+		return p.fail(id, s, "cannot remove content-length: "+err.Error())
+	}
+	s.state = stBuffering
+	return Pause
+}
+
+// OnRequestBody buffers the body until the end of the stream, then filters
+// it. A body over the limit is answered with 413 as soon as it is seen.
+func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Action) {
+	defer p.guard(id, &a)
+	s := p.streams[id]
+	if s == nil {
+		return p.fail(id, s, "request body on an unknown stream")
+	}
+	switch s.state {
+	case stPass:
+		return Continue
+	case stDone:
+		return Pause
+	case stBuffering:
+	default:
+		return p.fail(id, s, "request body before request headers")
+	}
+	if bodySize > s.root.cfg.MaxBodyBytes {
+		return p.reject(s, 413, "request body is larger than the limit of "+strconv.Itoa(s.root.cfg.MaxBodyBytes)+" bytes")
+	}
+	if !endOfStream {
+		return Pause
+	}
+	return p.finish(id, s, bodySize)
+}
+
+// OnRequestTrailers filters the buffered body of a request that ends in
+// trailers.
+func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a Action) {
+	defer p.guard(id, &a)
+	s := p.streams[id]
+	if s == nil {
+		return p.fail(id, s, "request trailers on an unknown stream")
+	}
+	switch s.state {
+	case stPass:
+		return Continue
+	case stDone:
+		return Pause
+	case stBuffering:
+		return p.finish(id, s, -1)
+	}
+	return p.fail(id, s, "request trailers before request headers")
+}
+
+// finish reads the whole buffered body (size bytes, or as much as the host
+// holds when size < 0), rewrites it once and forwards, replaces or rejects.
+func (p *Plugin) finish(id uint32, s *stream, size int) Action {
+	limit := s.root.cfg.MaxBodyBytes
+	var body []byte
+	var err error
+	switch {
+	case size > 0:
+		body, err = p.host.RequestBody(size)
+		if err == nil && len(body) != size {
+			return p.fail(id, s, "request body shorter than announced")
+		}
+	case size < 0:
+		body, err = p.host.RequestBody(limit + 1)
+	}
+	if err != nil {
+		return p.fail(id, s, "cannot read request body: "+err.Error())
+	}
+	size = len(body)
+	out, res := p.rw.Rewrite(body, s.root.policy)
+	if res.Outcome == kvhints.OutcomeRejected {
+		return p.reject(s, res.Status, res.Message)
+	}
+	if !sameBytes(out, body) {
+		if err := p.host.ReplaceRequestBody(size, out); err != nil {
+			return p.fail(id, s, "cannot replace request body: "+err.Error())
+		}
+	}
+	ids := &s.root.ids
+	switch res.Outcome {
+	case kvhints.OutcomeAdmitted:
+		p.count(ids.admitted)
+	case kvhints.OutcomeStripped, kvhints.OutcomeDiscarded:
+		if int(res.Reason) < len(ids.ignored) && res.Reason != kvhints.ReasonNone {
+			p.count(ids.ignored[res.Reason])
+		}
+	}
+	s.state = stDone
+	return Continue
+}
+
+// OnDone ends a context; it always agrees.
+func (p *Plugin) OnDone(id uint32) bool {
+	p.release(id)
+	return true
+}
+
+// OnLog is the last callback of a stream on hosts that do not call OnDone.
+func (p *Plugin) OnLog(id uint32) { p.release(id) }
+
+// OnDelete forgets a context.
+func (p *Plugin) OnDelete(id uint32) {
+	p.release(id)
+	delete(p.roots, id)
+}
+
+func (p *Plugin) release(id uint32) {
+	if s := p.streams[id]; s != nil {
+		delete(p.streams, id)
+		*s = stream{}
+		p.free = append(p.free, s)
+	}
+}
+
+// reject answers the request with status and the OpenAI-style error.
+func (p *Plugin) reject(s *stream, status int, msg string) Action {
+	s.state = stDone
+	if err := p.host.SendLocalResponse(status, DetailsRejected, kvhints.ErrorBody(status, msg), jsonHeaders); err != nil {
+		panic("kvgate: cannot send local response: " + err.Error())
+	}
+	for i, st := range RejectStatuses {
+		if st == status {
+			p.count(s.root.ids.rejected[i])
+		}
+	}
+	return Pause
+}
+
+// fail answers 503: the request cannot be filtered. If even the local reply
+// fails, the guest traps, which the host turns into a 503 too.
+func (p *Plugin) fail(id uint32, s *stream, why string) Action {
+	p.host.Log(LogError, "kvgate: context "+strconv.FormatUint(uint64(id), 10)+": "+why+"; answering 503")
+	if s != nil {
+		s.state = stDone
+	}
+	if err := p.host.SendLocalResponse(503, DetailsFailed, FailureBody, jsonHeaders); err != nil {
+		panic("kvgate: cannot send local response: " + err.Error())
+	}
+	return Pause
+}
+
+// guard turns a panic in a request callback into a 503. The shared
+// Rewriter is replaced, since a panic may have left it inconsistent.
+func (p *Plugin) guard(id uint32, a *Action) {
+	if r := recover(); r != nil {
+		p.rw = kvhints.Rewriter{}
+		*a = p.fail(id, p.streams[id], "internal error")
+	}
+}
+
+func (p *Plugin) count(id uint32) {
+	if err := p.host.IncrementCounter(id, 1); err != nil {
+		p.host.Log(LogWarn, "kvgate: cannot increment a counter: "+err.Error())
+	}
+}
+
+// sameBytes reports whether out is body unchanged: the same memory (the
+// rewrite returns its input when nothing changes) or equal bytes.
+func sameBytes(out, body []byte) bool {
+	if len(out) != len(body) {
+		return false
+	}
+	if len(out) == 0 || &out[0] == &body[0] {
+		return true
+	}
+	return bytes.Equal(out, body)
+}
+
+// parseLength parses a Content-Length value; huge values saturate.
+func parseLength(v []byte) (int64, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n < 1<<40 {
+			n = n*10 + int64(c-'0')
+		}
+	}
+	return n, true
+}
+
+// equalFold reports whether an ASCII header name equals lower (lower case).
+func equalFold(k []byte, lower string) bool {
+	if len(k) != len(lower) {
+		return false
+	}
+	for i := range k {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
