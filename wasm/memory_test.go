@@ -1,0 +1,119 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+const refHint = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
+
+// hintBody returns a body of exactly n bytes (n >= 300) with a kv_hints
+// member and a long prompt; stripped, it becomes strippedBody(n).
+func hintBody(n int) []byte {
+	head := `{"model":"m","kv_hints":` + refHint + `,"prompt":"`
+	return []byte(head + strings.Repeat("x", n-len(head)-2) + `"}`)
+}
+
+// TestMemoryBounded runs 10,000 mixed requests of up to 4 MiB through the
+// module under wazero with real clocks and checks that linear memory stops
+// growing: its size after the first half equals its size at the end.
+func TestMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	h := newWzHost(t, context.Background(), nil, `{}`)
+	defer h.close()
+	sizes := []int{300, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 3 << 20, 4 << 20}
+	bodies := map[int][]byte{}
+	for _, n := range sizes {
+		bodies[n] = hintBody(n)
+	}
+	over := hintBody(4<<20 + 1)
+	bad := append(hintBody(1<<20), '}')
+	plain := []byte(`{"model":"m","prompt":"` + strings.Repeat("y", 100<<10) + `"}`)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const total = 10000
+	var marks []uint32
+	var bytesIn int64
+	start := h.memSize()
+	for i := 1; i <= total; i++ {
+		var r result
+		switch k := rng.IntN(20); {
+		case k == 0:
+			r = h.request("/v1/chat/completions", over)
+			bytesIn += int64(len(over))
+			if r.status != 413 {
+				t.Fatalf("request %d: oversized body got %+v", i, r.status)
+			}
+		case k == 1:
+			r = h.request("/v1/chat/completions", bad)
+			bytesIn += int64(len(bad))
+			if r.status != 400 {
+				t.Fatalf("request %d: bad body got %d", i, r.status)
+			}
+		case k == 2:
+			r = h.request("/v1/completions", plain)
+			bytesIn += int64(len(plain))
+			if !r.forwarded || !bytes.Equal(r.body, plain) {
+				t.Fatalf("request %d: plain body", i)
+			}
+		default:
+			n := sizes[rng.IntN(len(sizes))]
+			r = h.request("/v1/chat/completions", bodies[n])
+			bytesIn += int64(n)
+			if !r.forwarded || len(r.body) != n-len(`"kv_hints":`+refHint+`,`) {
+				t.Fatalf("request %d (%d bytes): %+v", i, n, r.status)
+			}
+		}
+		if i%1000 == 0 {
+			marks = append(marks, h.memSize())
+		}
+	}
+	mib := func(b uint32) float64 { return float64(b) / (1 << 20) }
+	t.Logf("linear memory: %.1f MiB after configure; after each 1,000 requests (MiB): %.1f", mib(start), func() []float64 {
+		var f []float64
+		for _, m := range marks {
+			f = append(f, mib(m))
+		}
+		return f
+	}())
+	t.Logf("%d requests, %.1f GiB of bodies", total, float64(bytesIn)/(1<<30))
+	if half := marks[len(marks)/2-1]; marks[len(marks)-1] != half {
+		t.Errorf("linear memory still growing: %d bytes after 5,000 requests, %d after 10,000", half, marks[len(marks)-1])
+	}
+	if h.values["trtllm_kv_hints_ignored_total.reason.untrusted"] == 0 {
+		t.Error("no hints counted")
+	}
+}
+
+// TestNoPollOneoff checks that the guest never calls WASI poll_oneoff (a
+// stub in Envoy) while it configures and serves mixed requests.
+func TestNoPollOneoff(t *testing.T) {
+	calls := map[string]int{}
+	ctx := experimental.WithFunctionListenerFactory(context.Background(),
+		experimental.FunctionListenerFactoryFunc(func(def api.FunctionDefinition) experimental.FunctionListener {
+			if def.ModuleName() != "wasi_snapshot_preview1" {
+				return nil
+			}
+			name := def.Name()
+			return experimental.FunctionListenerFunc(func(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
+				calls[name]++
+			})
+		}))
+	h := newWzHost(t, ctx, nil, `{"trust_kv_hints":true}`)
+	defer h.close()
+	for i := 0; i < 300; i++ {
+		h.request("/", hintBody([]int{400, 64 << 10, 1 << 20, 4 << 20}[i%4]))
+		h.request("/", []byte(`{"a":`))
+	}
+	t.Logf("WASI calls: %v", calls)
+	if calls["poll_oneoff"] != 0 {
+		t.Errorf("poll_oneoff called %d times", calls["poll_oneoff"])
+	}
+}
