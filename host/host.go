@@ -1,0 +1,456 @@
+// Package host runs a proxy-wasm (ABI 0.2.x) HTTP filter module on wazero.
+//
+// A Host compiles the module once (with an optional on-disk compilation
+// cache) and keeps a bounded pool of instances. Every request takes one
+// instance for its whole proxy-wasm life (context create, headers, body,
+// trailers, done, log, delete) and gives it back; an instance whose call
+// trapped or failed is closed and replaced, and one whose memory grew past
+// Options.RetireBytes is retired after its request. The host functions are
+// those of Envoy's proxy-wasm host, WASI included, with every guest pointer
+// and length bounds-checked: a bad call traps that instance only.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+var replaceReasons = [...]string{"trap", "grown", "timeout"}
+
+const (
+	reasonTrap = iota
+	reasonGrown
+	reasonTimeout
+)
+
+// Host is a compiled filter module with its pool of instances. It is safe
+// for concurrent use.
+type Host struct {
+	opts         Options
+	log          *slog.Logger
+	rt           wazero.Runtime
+	compiled     wazero.CompiledModule
+	cache        wazero.CompilationCache
+	epoch        time.Time
+	vmConfig     []byte
+	pluginConfig []byte
+	size         int
+
+	idle     chan *instance
+	metrics  metrics
+	shared   shared
+	live     atomic.Int64
+	replaced [len(replaceReasons)]atomic.Uint64
+	tickWarn sync.Once
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup // instances out of the pool and replacements under way
+	stop     chan struct{}
+}
+
+// New compiles module, checks its imports and exports, and starts
+// Options.PoolSize instances (each runs _initialize, proxy_on_vm_start and
+// proxy_on_configure). It fails when the guest rejects its configuration,
+// with the guest's own log lines in the error.
+func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
+	if opts.PoolSize <= 0 {
+		opts.PoolSize = runtime.GOMAXPROCS(0)
+	}
+	if opts.MemoryLimitPages == 0 {
+		opts.MemoryLimitPages = DefaultMemoryLimitPages
+	}
+	if opts.RetireBytes == 0 {
+		opts.RetireBytes = DefaultRetireBytes
+	}
+	if opts.AcquireTimeout <= 0 {
+		opts.AcquireTimeout = 5 * time.Second
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	h := &Host{
+		opts: opts, log: opts.Logger, epoch: time.Now(),
+		vmConfig: opts.VMConfig, pluginConfig: opts.PluginConfig,
+		size: opts.PoolSize, idle: make(chan *instance, opts.PoolSize), stop: make(chan struct{}),
+	}
+	var err error
+	if opts.CacheDir != "" {
+		h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("host: compilation cache %s: %w", opts.CacheDir, err)
+		}
+	} else {
+		h.cache = wazero.NewCompilationCache()
+	}
+	cfg := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(h.cache).
+		WithMemoryLimitPages(opts.MemoryLimitPages).
+		WithCloseOnContextDone(true)
+	h.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+	fail := func(err error) (*Host, error) {
+		_ = h.rt.Close(ctx)
+		_ = h.cache.Close(ctx)
+		return nil, err
+	}
+	env, wasi := envFuncs(), wasiFuncs()
+	b := h.rt.NewHostModuleBuilder("env")
+	export(b, env)
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fail(fmt.Errorf("host: env module: %w", err))
+	}
+	b = h.rt.NewHostModuleBuilder("wasi_snapshot_preview1")
+	export(b, wasi)
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fail(fmt.Errorf("host: wasi module: %w", err))
+	}
+	h.compiled, err = h.rt.CompileModule(ctx, module)
+	if err != nil {
+		return fail(fmt.Errorf("host: compile filter module: %w", err))
+	}
+	if err := checkModule(h.compiled, env, wasi); err != nil {
+		return fail(err)
+	}
+	// Start the pool; the first instance alone first, so a configuration
+	// error is reported once.
+	first, err := h.newInstance(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	h.idle <- first
+	for i := 1; i < opts.PoolSize; i++ {
+		in, err := h.newInstance(ctx)
+		if err != nil {
+			h.drain(ctx)
+			return fail(err)
+		}
+		h.idle <- in
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(h); err != nil {
+			h.drain(ctx)
+			return fail(fmt.Errorf("host: register metrics: %w", err))
+		}
+	}
+	return h, nil
+}
+
+// checkModule refuses a module that imports what this host does not
+// provide, or that lacks the exports a proxy-wasm filter needs.
+func checkModule(cm wazero.CompiledModule, env, wasi []hostFunc) error {
+	have := map[string][]api.ValueType{}
+	results := map[string][]api.ValueType{}
+	for _, f := range env {
+		have["env."+f.name], results["env."+f.name] = f.params, f.results
+	}
+	for _, f := range wasi {
+		k := "wasi_snapshot_preview1." + f.name
+		have[k], results[k] = f.params, f.results
+	}
+	var missing []string
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		params, ok := have[mod+"."+name]
+		if !ok {
+			missing = append(missing, mod+"."+name)
+			continue
+		}
+		if !slicesEqual(params, f.ParamTypes()) || !slicesEqual(results[mod+"."+name], f.ResultTypes()) {
+			missing = append(missing, fmt.Sprintf("%s.%s with parameters %s (this host's takes %s)", mod, name, typeNames(f.ParamTypes()), typeNames(params)))
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("host: the filter module imports functions this host does not provide: %s", strings.Join(missing, ", "))
+	}
+	exp := cm.ExportedFunctions()
+	if _, ok := exp["proxy_abi_version_0_2_1"]; !ok {
+		if _, ok := exp["proxy_abi_version_0_2_0"]; !ok {
+			return errors.New("host: the filter module exports neither proxy_abi_version_0_2_1 nor proxy_abi_version_0_2_0: not a proxy-wasm 0.2 module")
+		}
+	}
+	_, a := exp["proxy_on_memory_allocate"]
+	_, m := exp["malloc"]
+	if !a && !m {
+		return errors.New("host: the filter module exports no proxy_on_memory_allocate (or malloc)")
+	}
+	if len(cm.ExportedMemories()) == 0 {
+		return errors.New("host: the filter module exports no memory")
+	}
+	return nil
+}
+
+func slicesEqual(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func typeNames(ts []api.ValueType) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = api.ValueTypeName(t)
+	}
+	return "(" + strings.Join(s, ",") + ")"
+}
+
+// newInstance instantiates the module and runs the guest's start-up:
+// _initialize, proxy_on_vm_start, proxy_on_context_create(root) and
+// proxy_on_configure.
+func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
+	mod, err := h.rt.InstantiateModule(ctx, h.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		return nil, fmt.Errorf("host: instantiate filter module: %w", err)
+	}
+	h.live.Add(1)
+	in := &instance{h: h, mod: mod, startupLog: []string{}}
+	for name := range mod.ExportedMemoryDefinitions() {
+		in.mem = mod.ExportedMemory(name)
+		break
+	}
+	in.alloc = mod.ExportedFunction("proxy_on_memory_allocate")
+	if in.alloc == nil {
+		in.alloc = mod.ExportedFunction("malloc")
+	}
+	in.onContextCreate = mod.ExportedFunction("proxy_on_context_create")
+	in.onRequestHeaders = mod.ExportedFunction("proxy_on_request_headers")
+	in.onRequestBody = mod.ExportedFunction("proxy_on_request_body")
+	in.onRequestTrailers = mod.ExportedFunction("proxy_on_request_trailers")
+	in.onDone = mod.ExportedFunction("proxy_on_done")
+	in.onLog = mod.ExportedFunction("proxy_on_log")
+	in.onDelete = mod.ExportedFunction("proxy_on_delete")
+	defer func() {
+		if err != nil {
+			in.close()
+		}
+	}()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.CallTimeout)
+	defer cancel()
+	cctx = context.WithValue(cctx, instKey{}, in)
+	failed := func(what string, err error) error {
+		msg := fmt.Sprintf("host: filter start-up failed in %s", what)
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		if len(in.startupLog) > 0 {
+			msg += "; the filter logged: " + strings.Join(in.startupLog, " | ")
+		}
+		return errors.New(msg)
+	}
+	if f := mod.ExportedFunction("_initialize"); f != nil {
+		if _, err := in.call(cctx, f, "_initialize"); err != nil {
+			return nil, failed("_initialize", err)
+		}
+	} else if f := mod.ExportedFunction("_start"); f != nil {
+		if _, err := in.call(cctx, f, "_start"); err != nil {
+			return nil, failed("_start", err)
+		}
+	}
+	in.phase = phaseVMStart
+	if f := mod.ExportedFunction("proxy_on_vm_start"); f != nil {
+		ok, err := in.call(cctx, f, "proxy_on_vm_start", 0, uint64(len(h.vmConfig)))
+		if err != nil || uint32(ok) == 0 {
+			return nil, failed("proxy_on_vm_start", err)
+		}
+	}
+	in.phase = phaseIdle
+	if _, err := in.call(cctx, in.onContextCreate, "proxy_on_context_create", rootContextID, 0); err != nil {
+		return nil, failed("proxy_on_context_create", err)
+	}
+	in.phase = phaseConfigure
+	if f := mod.ExportedFunction("proxy_on_configure"); f != nil {
+		ok, err := in.call(cctx, f, "proxy_on_configure", rootContextID, uint64(len(h.pluginConfig)))
+		if err != nil || uint32(ok) == 0 {
+			return nil, failed("proxy_on_configure (the filter rejected its configuration)", err)
+		}
+	}
+	in.phase = phaseIdle
+	in.startupLog = nil
+	in.nextID = rootContextID
+	return in, nil
+}
+
+func (in *instance) close() {
+	if in.mod != nil {
+		_ = in.mod.Close(context.Background())
+		in.mod = nil
+		in.h.live.Add(-1)
+	}
+}
+
+// Filter runs one request through the filter. On success the Decision says
+// what to send: a local reply or the (possibly changed) request. Any error
+// means the request must not be forwarded; a *TrapError means the guest
+// failed and its instance was replaced.
+func (h *Host) Filter(ctx context.Context, r *Request) (*Decision, error) {
+	in, err := h.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), h.opts.CallTimeout)
+	d, err := in.run(context.WithValue(cctx, instKey{}, in), r)
+	timedOut := cctx.Err() != nil
+	cancel()
+	switch {
+	case timedOut && err != nil:
+		h.release(in, reasonTimeout)
+	case err != nil && isTrap(err):
+		h.release(in, reasonTrap)
+	case uint64(in.mem.Size()) > h.opts.RetireBytes:
+		h.release(in, reasonGrown)
+	default:
+		h.release(in, -1)
+	}
+	return d, err
+}
+
+func isTrap(err error) bool {
+	var t *TrapError
+	return errors.As(err, &t)
+}
+
+func (h *Host) acquire(ctx context.Context) (*instance, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	h.inflight.Add(1)
+	h.mu.Unlock()
+	select {
+	case in := <-h.idle:
+		return in, nil
+	default:
+	}
+	t := time.NewTimer(h.opts.AcquireTimeout)
+	defer t.Stop()
+	select {
+	case in := <-h.idle:
+		return in, nil
+	case <-t.C:
+		h.inflight.Done()
+		return nil, ErrPoolTimeout
+	case <-ctx.Done():
+		h.inflight.Done()
+		return nil, ctx.Err()
+	case <-h.stop:
+		h.inflight.Done()
+		return nil, ErrClosed
+	}
+}
+
+// release returns an instance to the pool, or closes it and starts a
+// replacement when reason >= 0.
+func (h *Host) release(in *instance, reason int) {
+	if reason < 0 {
+		h.idle <- in
+		h.inflight.Done()
+		return
+	}
+	h.replaced[reason].Add(1)
+	in.close()
+	go func() {
+		defer h.inflight.Done()
+		backoff := 50 * time.Millisecond
+		for {
+			select {
+			case <-h.stop:
+				return
+			default:
+			}
+			n, err := h.newInstance(context.Background())
+			if err == nil {
+				h.idle <- n
+				return
+			}
+			h.log.Error("cannot replace wasm filter instance", "err", err)
+			select {
+			case <-h.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
+}
+
+// guestLogLevel is the proxy_log_level_t below which guest lines are dropped.
+func (h *Host) guestLogLevel() uint32 {
+	ctx := context.Background()
+	switch {
+	case h.log.Enabled(ctx, slog.LevelDebug):
+		return 1
+	case h.log.Enabled(ctx, slog.LevelInfo):
+		return 2
+	case h.log.Enabled(ctx, slog.LevelWarn):
+		return 3
+	}
+	return 4
+}
+
+// Live reports how many instances exist (idle, busy or starting).
+func (h *Host) Live() int { return int(h.live.Load()) }
+
+// Size reports the pool size.
+func (h *Host) Size() int { return h.size }
+
+// Close waits for requests in flight (until ctx is done), then closes every
+// instance, the runtime and the compilation cache.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.inflight.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	close(h.stop)
+	h.drain(ctx)
+	if e := h.rt.Close(context.Background()); err == nil {
+		err = e
+	}
+	_ = h.cache.Close(context.Background())
+	if err == nil {
+		h.live.Store(0)
+	}
+	return err
+}
+
+func (h *Host) drain(context.Context) {
+	for {
+		select {
+		case in := <-h.idle:
+			in.close()
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,426 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func filter(t *testing.T, h *Host, action, body string) (*Decision, error) {
+	t.Helper()
+	return h.Filter(context.Background(), testRequest(action, body))
+}
+
+func mustFilter(t *testing.T, h *Host, action, body string) *Decision {
+	t.Helper()
+	d, err := filter(t, h, action, body)
+	if err != nil {
+		t.Fatalf("%s: %v", action, err)
+	}
+	return d
+}
+
+// waitLive waits until the pool is back to n live instances.
+func waitLive(t *testing.T, h *Host, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Live() != n || len(h.idle) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("live=%d idle=%d, want %d", h.Live(), len(h.idle), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestForwardUnchangedKeepsOriginalBytes(t *testing.T) {
+	h, _ := newTestHost(t, Options{})
+	r := testRequest("", `{"a":1}`)
+	d, err := h.Filter(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.BodyChanged || d.HeaderChanged || d.Local != nil || &d.Body[0] != &r.Body[0] {
+		t.Fatalf("decision %+v", d)
+	}
+	if d.Method != "POST" || d.Path != r.Path || d.Authority != r.Authority {
+		t.Fatalf("pseudo headers %+v", d)
+	}
+}
+
+func TestBodyRewrite(t *testing.T) {
+	h, _ := newTestHost(t, Options{})
+	d := mustFilter(t, h, "upper", `{"kv_hints":null}`)
+	if !d.BodyChanged || string(d.Body) != `{"KV_HINTS":NULL}` {
+		t.Fatalf("body %q changed=%v", d.Body, d.BodyChanged)
+	}
+	d = mustFilter(t, h, "bigbody", "ab")
+	if string(d.Body) != "abab" {
+		t.Fatalf("body %q", d.Body)
+	}
+	d = mustFilter(t, h, "continue", "x")
+	if d.Local != nil || string(d.Body) != "x" {
+		t.Fatalf("continue: %+v", d)
+	}
+}
+
+func TestHeaderChanges(t *testing.T) {
+	h, _ := newTestHost(t, Options{})
+	d := mustFilter(t, h, "hdr", "{}")
+	if !d.HeaderChanged {
+		t.Fatal("HeaderChanged false")
+	}
+	if d.Header.Get("X-Added") != "1" || d.Header.Get("X-Remove") != "" || d.Header.Get("X-Multi") != "two" {
+		t.Fatalf("headers %v", d.Header)
+	}
+	if d.Header.Get("X-Pairs-Size") == "" || d.Path != "/v1/chat/completions?x=1" || d.Method != "POST" {
+		t.Fatalf("headers %v, path %q", d.Header, d.Path)
+	}
+}
+
+func TestPropertiesInEnvoyEncoding(t *testing.T) {
+	h, _ := newTestHost(t, Options{})
+	d := mustFilter(t, h, "prop", "")
+	want := map[string]string{
+		"X-Prop-Path":    "/v1/chat/completions?x=1",
+		"X-Prop-Method":  "POST",
+		"X-Prop-Source":  "127.0.0.1:5555",
+		"X-Prop-Missing": "status1", // NOT_FOUND
+	}
+	for k, v := range want {
+		if got := d.Header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+func TestPluginConfiguration(t *testing.T) {
+	h, _ := newTestHost(t, Options{PluginConfig: []byte(`{"trust_kv_hints":true}`)})
+	d := mustFilter(t, h, "config", "")
+	if got := d.Header.Get("X-Config"); got != `{"trust_kv_hints":true}` {
+		t.Fatalf("config seen by guest: %q", got)
+	}
+}
+
+func TestConfigurationRejectedStopsStartup(t *testing.T) {
+	_, err := New(context.Background(), testGuest(t), Options{PluginConfig: []byte("bad"), PoolSize: 2,
+		Logger: newTestLogger()})
+	if err == nil || !strings.Contains(err.Error(), "guest: invalid configuration: bad") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLocalReply(t *testing.T) {
+	h, _ := newTestHost(t, Options{})
+	d := mustFilter(t, h, "local", "{}")
+	if d.Local == nil || d.Local.Status != 418 || string(d.Local.Body) != "local reply" ||
+		d.Local.Header.Get("X-Local") != "yes" || d.Local.Details != "test_local" {
+		t.Fatalf("local %+v", d.Local)
+	}
+	d = mustFilter(t, h, "localbody", "{}")
+	if d.Local == nil || d.Local.Status != 400 || string(d.Local.Body) != `{"error":"nope"}` {
+		t.Fatalf("local %+v", d.Local)
+	}
+}
+
+func TestPausedForeverIsAnError(t *testing.T) {
+	h, _ := newTestHost(t, Options{})
+	if _, err := filter(t, h, "pause", ""); !errors.Is(err, ErrPaused) {
+		t.Fatalf("err = %v", err)
+	}
+	mustFilter(t, h, "", "{}")
+}
+
+// A guest that traps: the request fails, the instance is replaced, the next
+// requests succeed, and no instance leaks.
+func TestTrapReplacesInstance(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 2})
+	for _, a := range []string{"trap", "trapbody", "oob", "oobret"} {
+		_, err := filter(t, h, a, "{}")
+		var te *TrapError
+		if !errors.As(err, &te) {
+			t.Fatalf("%s: err = %v, want a TrapError", a, err)
+		}
+		waitLive(t, h, 2)
+		for i := 0; i < 4; i++ {
+			mustFilter(t, h, "upper", "ok")
+		}
+	}
+	if got := h.replaced[reasonTrap].Load(); got != 4 {
+		t.Fatalf("replaced = %d", got)
+	}
+}
+
+func TestBoundsChecksTrapInsteadOfCrashing(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 1})
+	_, err := filter(t, h, "oob", "")
+	if err == nil || !strings.Contains(err.Error(), "proxy_log: guest memory access out of bounds") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = filter(t, h, "oobret", "")
+	if err == nil || !strings.Contains(err.Error(), "out of bounds") {
+		t.Fatalf("err = %v", err)
+	}
+	waitLive(t, h, 1)
+	mustFilter(t, h, "", "{}")
+}
+
+// WASI as Envoy gives it: poll_oneoff is not supported, so a sleeping Go
+// guest dies; a forced GC does not need it and works.
+func TestEnvoyLikeWASI(t *testing.T) {
+	h, lb := newTestHost(t, Options{PoolSize: 1})
+	_, err := filter(t, h, "sleep", "")
+	var te *TrapError
+	if !errors.As(err, &te) {
+		t.Fatalf("sleep: err = %v, want a trap", err)
+	}
+	if !strings.Contains(lb.String(), "poll_oneoff") {
+		t.Fatalf("log does not mention poll_oneoff:\n%s", lb.String())
+	}
+	waitLive(t, h, 1)
+	mustFilter(t, h, "gc", "")
+	mustFilter(t, h, "print", "")
+	if !strings.Contains(lb.String(), `msg="guest says hello"`) || !strings.Contains(lb.String(), "level=ERROR") {
+		t.Fatalf("stderr not logged as error:\n%s", lb.String())
+	}
+}
+
+func TestCallTimeoutReplacesInstance(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 1, CallTimeout: 200 * time.Millisecond})
+	start := time.Now()
+	if _, err := filter(t, h, "loop", ""); err == nil {
+		t.Fatal("loop returned")
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("timeout not enforced")
+	}
+	waitLive(t, h, 1)
+	if h.replaced[reasonTimeout].Load() != 1 {
+		t.Fatal("not counted as timeout")
+	}
+	mustFilter(t, h, "", "{}")
+}
+
+func TestGrownInstanceRetired(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 1, RetireBytes: 16 << 20})
+	mustFilter(t, h, "grow", "")
+	waitLive(t, h, 1)
+	if h.replaced[reasonGrown].Load() != 1 {
+		t.Fatal("grown instance not retired")
+	}
+	mustFilter(t, h, "", "{}")
+}
+
+func TestMemoryLimitTraps(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 1, MemoryLimitPages: 256}) // 16 MiB < 40 MiB
+	if _, err := filter(t, h, "grow", ""); err == nil {
+		t.Fatal("growing past the memory limit succeeded")
+	}
+	waitLive(t, h, 1)
+	mustFilter(t, h, "", "{}")
+}
+
+func TestPoolTimeout(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 1, AcquireTimeout: 50 * time.Millisecond, CallTimeout: time.Second})
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = filter(t, h, "loop", "") }()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := filter(t, h, "", ""); !errors.Is(err, ErrPoolTimeout) {
+		t.Fatalf("err = %v", err)
+	}
+	<-done
+}
+
+func TestMetricsAggregatedAcrossInstances(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, _ := newTestHost(t, Options{PoolSize: 2, Registerer: reg})
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = h.Filter(context.Background(), testRequest("", "12345")) }()
+	}
+	wg.Wait()
+	d := mustFilter(t, h, "metric", "")
+	if d.Header.Get("X-Requests") == "" {
+		t.Fatal("proxy_get_metric gave nothing")
+	}
+	d = mustFilter(t, h, "badmetric", "")
+	if d.Header.Get("X-Status") != "2" {
+		t.Fatalf("a name outside the metricname rule: status %q, want BAD_ARGUMENT", d.Header.Get("X-Status"))
+	}
+	expected := `
+# HELP kvtest_requests_total Defined by the wasm filter as kvtest_requests_total.
+# TYPE kvtest_requests_total counter
+kvtest_requests_total{kind="http"} 22
+# HELP kvtest_inflight Defined by the wasm filter as kvtest_inflight.
+# TYPE kvtest_inflight gauge
+kvtest_inflight 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "kvtest_requests_total", "kvtest_inflight"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "kvtest_body_bytes"); err != nil || n != 1 {
+		t.Fatalf("histogram series = %d, %v", n, err)
+	}
+	if n, _ := testutil.GatherAndCount(reg, "kvgate_wasm_instances", "kvgate_wasm_instances_replaced_total"); n != 4 {
+		t.Fatalf("pool metrics = %d series", n)
+	}
+}
+
+// 64 concurrent clients on a pool of 2, some of them trapping; run with -race.
+func TestConcurrentClients(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 2, AcquireTimeout: 30 * time.Second})
+	const clients, each = 64, 20
+	var ok, traps atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				action, body := "upper", fmt.Sprintf(`{"c":%d,"i":%d}`, c, i)
+				if (c*each+i)%97 == 0 {
+					action = "trap"
+				}
+				d, err := h.Filter(context.Background(), testRequest(action, body))
+				switch {
+				case action == "trap" && err != nil:
+					traps.Add(1)
+				case err != nil:
+					t.Errorf("client %d: %v", c, err)
+				case string(d.Body) != strings.ToUpper(body):
+					t.Errorf("client %d: body %q for %q", c, d.Body, body)
+				default:
+					ok.Add(1)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	if ok.Load()+traps.Load() != clients*each || traps.Load() == 0 {
+		t.Fatalf("ok=%d traps=%d", ok.Load(), traps.Load())
+	}
+	waitLive(t, h, 2)
+}
+
+func TestCloseLeavesNoInstance(t *testing.T) {
+	h, err := New(context.Background(), testGuest(t), Options{PoolSize: 3, Logger: newTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Live() != 3 {
+		t.Fatalf("live = %d", h.Live())
+	}
+	_, _ = h.Filter(context.Background(), testRequest("trap", ""))
+	mustFilter(t, h, "", "{}")
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.Live() != 0 {
+		t.Fatalf("live after close = %d", h.Live())
+	}
+	if _, err := h.Filter(context.Background(), testRequest("", "")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("err after close = %v", err)
+	}
+}
+
+// wasmModule hand-assembles a module importing the given functions (all of
+// type () -> ()) and exporting nothing.
+func wasmModule(imports ...[2]string) []byte {
+	b := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	b = append(b, 1, 4, 1, 0x60, 0, 0) // type section: () -> ()
+	var sec []byte
+	sec = append(sec, byte(len(imports)))
+	for _, im := range imports {
+		sec = append(sec, byte(len(im[0])))
+		sec = append(sec, im[0]...)
+		sec = append(sec, byte(len(im[1])))
+		sec = append(sec, im[1]...)
+		sec = append(sec, 0, 0) // func, type 0
+	}
+	b = append(b, 2, byte(len(sec)))
+	return append(b, sec...)
+}
+
+func TestUnknownImportIsAClearError(t *testing.T) {
+	mod := wasmModule([2]string{"env", "proxy_does_not_exist"}, [2]string{"env", "proxy_log"})
+	_, err := New(context.Background(), mod, Options{Logger: newTestLogger()})
+	if err == nil || !strings.Contains(err.Error(), "env.proxy_does_not_exist") ||
+		!strings.Contains(err.Error(), "env.proxy_log with parameters ()") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = New(context.Background(), wasmModule(), Options{Logger: newTestLogger()})
+	if err == nil || !strings.Contains(err.Error(), "proxy_abi_version") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Every import of the Go guest is provided (New checks it) and the list is
+// what a Go 1.26 c-shared wasip1 module needs.
+func TestGoGuestImportsProvided(t *testing.T) {
+	h, _ := newTestHost(t, Options{PoolSize: 1})
+	var names []string
+	for _, f := range h.compiled.ImportedFunctions() {
+		m, n, _ := f.Import()
+		names = append(names, m+"."+n)
+	}
+	for _, want := range []string{"wasi_snapshot_preview1.poll_oneoff", "wasi_snapshot_preview1.fd_write", "env.proxy_get_property"} {
+		if !strings.Contains(strings.Join(names, " "), want) {
+			t.Errorf("guest does not import %s: %v", want, names)
+		}
+	}
+}
+
+func TestSerializedPairs(t *testing.T) {
+	fs := []Field{{"a", "1"}, {"b", "22"}}
+	b := serializeFields(fs)
+	want := []byte{2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 'a', 0, '1', 0, 'b', 0, '2', '2', 0}
+	if string(b) != string(want) || serializedSize(fs) != len(b) {
+		t.Fatalf("serialize = %v", b)
+	}
+	got, ok := parseFields(b)
+	if !ok || len(got) != 2 || got[1] != fs[1] {
+		t.Fatalf("parse = %v %v", got, ok)
+	}
+	for _, empty := range [][]byte{nil, {0}} {
+		if f, ok := parseFields(empty); !ok || len(f) != 0 {
+			t.Fatal("empty map")
+		}
+	}
+	bad := append([]byte(nil), b...)
+	binary.LittleEndian.PutUint32(bad[4:], 1000) // key longer than the data
+	if _, ok := parseFields(bad); ok {
+		t.Fatal("accepted a key past the end")
+	}
+	binary.LittleEndian.PutUint32(bad, 0xFFFFFFFF)
+	if _, ok := parseFields(bad); ok {
+		t.Fatal("accepted a huge count")
+	}
+}
+
+func TestSpliceAndPropertyKey(t *testing.T) {
+	for _, c := range []struct {
+		start, size uint64
+		want        string
+	}{{0, 5, "X"}, {0, 0, "Xhello"}, {5, 0, "helloX"}, {99, 99, "helloX"}, {1, 3, "hXo"}, {0, 1 << 32, "X"}} {
+		if got := string(splice([]byte("hello"), c.start, c.size, []byte("X"))); got != c.want {
+			t.Errorf("splice(%d,%d) = %q, want %q", c.start, c.size, got, c.want)
+		}
+	}
+	for in, want := range map[string]string{"request\x00path\x00": "request.path", "request\x00path": "request.path", "plugin_name": "plugin_name"} {
+		if got := propertyKey([]byte(in)); got != want {
+			t.Errorf("propertyKey(%q) = %q", in, got)
+		}
+	}
+}
+
+var _ = http.Header{}

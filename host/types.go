@@ -1,0 +1,146 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Host. The zero value is usable.
+type Options struct {
+	// PoolSize is the number of module instances; 0 means runtime.GOMAXPROCS(0).
+	PoolSize int
+	// PluginConfig is handed to the guest as PLUGIN_CONFIGURATION in
+	// proxy_on_configure (Envoy's "configuration").
+	PluginConfig []byte
+	// VMConfig is handed to the guest as VM_CONFIGURATION in proxy_on_vm_start.
+	VMConfig []byte
+	// PluginName, RootID and VMID answer the plugin_name, plugin_root_id and
+	// plugin_vm_id properties.
+	PluginName, RootID, VMID string
+	// Env is the guest's environment ("KEY=value"), empty by default as in
+	// Envoy unless configured.
+	Env []string
+	// CacheDir holds wazero's compilation cache on disk; empty means an
+	// in-memory cache for this Host only.
+	CacheDir string
+	// MemoryLimitPages caps each instance's linear memory (64 KiB pages);
+	// 0 means DefaultMemoryLimitPages.
+	MemoryLimitPages uint32
+	// RetireBytes: an instance whose linear memory grew past this size is
+	// closed and replaced after the request that grew it; 0 means
+	// DefaultRetireBytes.
+	RetireBytes uint64
+	// AcquireTimeout bounds the wait for a free instance; 0 means 5s.
+	AcquireTimeout time.Duration
+	// CallTimeout bounds the guest's work on one request; a guest still
+	// running then is stopped and its instance replaced. 0 means 10s.
+	CallTimeout time.Duration
+	// Logger receives the guest's log lines and the host's own; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer, when set, gets the Host registered as a Prometheus
+	// collector (guest metrics and pool gauges).
+	Registerer prometheus.Registerer
+}
+
+// Defaults for Options.
+const (
+	DefaultMemoryLimitPages = 2048     // 128 MiB
+	DefaultRetireBytes      = 64 << 20 // 64 MiB
+)
+
+// Field is one HTTP header field as the guest sees it: lower-case name,
+// pseudo-headers (":path") included.
+type Field struct{ Name, Value string }
+
+// Request is what the filter sees of an HTTP request.
+type Request struct {
+	Method    string // :method
+	Path      string // :path, the request target with its query, as received
+	Authority string // :authority (Host)
+	Scheme    string // :scheme; "http" when empty
+	Protocol  string // "HTTP/1.1", "HTTP/2"; answers request.protocol
+	// Header holds the regular headers (no pseudo-headers).
+	Header http.Header
+	// Body is the whole request body; nil or empty means no body.
+	Body []byte
+	// Trailer holds request trailers, if any.
+	Trailer http.Header
+	// RemoteAddr and LocalAddr are "ip:port" of the downstream connection;
+	// they answer source.* and destination.* properties.
+	RemoteAddr, LocalAddr string
+}
+
+// LocalReply is a response the guest sent itself (proxy_send_local_response).
+type LocalReply struct {
+	Status  int
+	Details string // status code details given by the guest
+	Header  http.Header
+	Body    []byte
+}
+
+// Decision is the outcome of filtering one request: either a local reply
+// (Local != nil: answer the client with it and forward nothing) or the
+// request to forward, with the guest's changes applied.
+type Decision struct {
+	Local *LocalReply
+
+	// Method, Path and Authority are the pseudo-headers after the filter.
+	Method, Path, Authority string
+	// Header is the regular headers to forward. When HeaderChanged is
+	// false it is the Request's own Header.
+	Header        http.Header
+	HeaderChanged bool
+	// Body is the body to forward. When BodyChanged is false it is the
+	// Request's own Body (the original bytes).
+	Body        []byte
+	BodyChanged bool
+	// Trailer is the trailers to forward (nil when none).
+	Trailer http.Header
+}
+
+// Errors returned by Filter. Every one of them means: do not forward.
+var (
+	// ErrPoolTimeout: no instance became free within AcquireTimeout.
+	ErrPoolTimeout = errors.New("host: no filter instance free in time")
+	// ErrClosed: the Host is shut down.
+	ErrClosed = errors.New("host: closed")
+	// ErrPaused: the guest paused the request and never resumed it.
+	ErrPaused = errors.New("host: filter paused the request and never resumed it")
+	// ErrStreamClosed: the guest reset the request (proxy_close_stream).
+	ErrStreamClosed = errors.New("host: filter closed the request stream")
+)
+
+// TrapError reports a guest call that trapped or failed; the instance that
+// ran it has been discarded.
+type TrapError struct {
+	Callback string // e.g. "proxy_on_request_body"
+	Err      error
+}
+
+func (e *TrapError) Error() string { return fmt.Sprintf("host: %s: %v", e.Callback, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *TrapError) Unwrap() error { return e.Err }
+
+// memoryFault is the panic value of a host function that was handed a bad
+// pointer or length; wazero turns it into a trap of the calling instance.
+type memoryFault struct {
+	fn       string
+	ptr, len uint32
+}
+
+func (f *memoryFault) Error() string {
+	return fmt.Sprintf("%s: guest memory access out of bounds (ptr=%#x len=%d)", f.fn, f.ptr, f.len)
+}
+
+// hostAbort is the panic value of a host function that stops the guest on
+// purpose (proc_exit).
+type hostAbort struct{ msg string }
+
+func (a *hostAbort) Error() string { return a.msg }
