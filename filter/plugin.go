@@ -58,6 +58,7 @@ type counters struct {
 
 // root is one plugin (root context) and its configuration.
 type root struct {
+	id     uint32
 	ok     bool
 	cfg    Config
 	policy kvhints.Policy
@@ -74,6 +75,7 @@ const (
 
 // stream is one HTTP request's state.
 type stream struct {
+	id    uint32
 	root  *root
 	state uint8
 }
@@ -82,35 +84,57 @@ type stream struct {
 // and the kvhints.Rewriter they share (a VM runs one callback at a time).
 // Its methods are the proxy-wasm callbacks; it is not safe for concurrent
 // use.
+//
+// Streams and roots are kept in small slices searched linearly: a VM holds
+// few at a time, and on wasm this is several times cheaper than a map.
 type Plugin struct {
 	host    Host
 	rw      kvhints.Rewriter
-	roots   map[uint32]*root
-	streams map[uint32]*stream
+	roots   []*root
+	streams []*stream
 	free    []*stream
 }
 
 // New returns a Plugin that talks to host.
 func New(host Host) *Plugin {
-	return &Plugin{host: host, roots: map[uint32]*root{}, streams: map[uint32]*stream{}}
+	return &Plugin{host: host}
+}
+
+func (p *Plugin) stream(id uint32) *stream {
+	for _, s := range p.streams {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
+}
+
+func (p *Plugin) root(id uint32) *root {
+	for _, r := range p.roots {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
 }
 
 // OnContextCreate creates a root context (parent 0) or an HTTP stream.
 func (p *Plugin) OnContextCreate(id, parent uint32) {
 	if parent == 0 {
-		if p.roots[id] == nil {
-			p.roots[id] = &root{}
+		if p.root(id) == nil {
+			p.roots = append(p.roots, &root{id: id})
 		}
 		return
 	}
+	p.release(id) // a reused id starts afresh
 	var s *stream
 	if n := len(p.free); n > 0 {
 		s, p.free = p.free[n-1], p.free[:n-1]
 	} else {
 		s = new(stream)
 	}
-	*s = stream{root: p.roots[parent]}
-	p.streams[id] = s
+	*s = stream{id: id, root: p.root(parent)}
+	p.streams = append(p.streams, s)
 }
 
 // OnVMStart accepts any VM configuration.
@@ -126,10 +150,10 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 			ok = false
 		}
 	}()
-	r := p.roots[rootID]
+	r := p.root(rootID)
 	if r == nil {
-		r = &root{}
-		p.roots[rootID] = r
+		r = &root{id: rootID}
+		p.roots = append(p.roots, r)
 	}
 	r.ok = false
 	var doc []byte
@@ -174,7 +198,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 // and pauses until the body is buffered.
 func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (a Action) {
 	defer p.guard(id, &a)
-	s := p.streams[id]
+	s := p.stream(id)
 	if s == nil || s.root == nil || !s.root.ok || s.state != stNew {
 		return p.fail(id, s, "request headers on an unknown or unconfigured stream")
 	}
@@ -225,7 +249,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 // it. A body over the limit is answered with 413 as soon as it is seen.
 func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Action) {
 	defer p.guard(id, &a)
-	s := p.streams[id]
+	s := p.stream(id)
 	if s == nil {
 		return p.fail(id, s, "request body on an unknown stream")
 	}
@@ -251,7 +275,7 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Act
 // trailers.
 func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a Action) {
 	defer p.guard(id, &a)
-	s := p.streams[id]
+	s := p.stream(id)
 	if s == nil {
 		return p.fail(id, s, "request trailers on an unknown stream")
 	}
@@ -319,14 +343,25 @@ func (p *Plugin) OnLog(id uint32) { p.release(id) }
 // OnDelete forgets a context.
 func (p *Plugin) OnDelete(id uint32) {
 	p.release(id)
-	delete(p.roots, id)
+	for i, r := range p.roots {
+		if r.id == id {
+			p.roots = append(p.roots[:i], p.roots[i+1:]...)
+			break
+		}
+	}
 }
 
 func (p *Plugin) release(id uint32) {
-	if s := p.streams[id]; s != nil {
-		delete(p.streams, id)
-		*s = stream{}
-		p.free = append(p.free, s)
+	for i, s := range p.streams {
+		if s.id == id {
+			last := len(p.streams) - 1
+			p.streams[i] = p.streams[last]
+			p.streams[last] = nil
+			p.streams = p.streams[:last]
+			*s = stream{}
+			p.free = append(p.free, s)
+			return
+		}
 	}
 }
 
@@ -362,7 +397,7 @@ func (p *Plugin) fail(id uint32, s *stream, why string) Action {
 func (p *Plugin) guard(id uint32, a *Action) {
 	if r := recover(); r != nil {
 		p.rw = kvhints.Rewriter{}
-		*a = p.fail(id, p.streams[id], "internal error")
+		*a = p.fail(id, p.stream(id), "internal error")
 	}
 }
 

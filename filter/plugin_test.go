@@ -60,7 +60,7 @@ func TestConfigureRejects(t *testing.T) {
 	// An empty configuration is the defaults.
 	h = newFakeHost(``)
 	p, ok := newPlugin(h)
-	if !ok || p.roots[rootID].cfg.MaxBodyBytes != DefaultMaxBodyBytes || p.roots[rootID].cfg.TrustKVHints {
+	if !ok || p.root(rootID).cfg.MaxBodyBytes != DefaultMaxBodyBytes || p.root(rootID).cfg.TrustKVHints {
 		t.Fatal("defaults")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -24,7 +25,7 @@ type wzHost struct {
 	mod api.Module
 
 	alloc, ctxCreate, onVMStart, onConfigure, onHeaders, onBody, onTrailers, onDone, onLog, onDelete api.Function
-	stack                                                                                             []uint64
+	stack                                                                                            []uint64
 
 	config  []byte
 	headers [][2]string
@@ -36,6 +37,9 @@ type wzHost struct {
 	values  map[string]int64
 	logs    []string
 	nextID  uint64
+	// hostTime is the time spent in host functions (copies and nested
+	// proxy_on_memory_allocate calls included), to tell guest work apart.
+	hostTime time.Duration
 }
 
 // newWzHost compiles (through cache, which may be nil) and instantiates the
@@ -124,7 +128,9 @@ func (h *wzHost) exportEnv() {
 			ps[1] = api.ValueTypeI64
 		}
 		return b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {
+			t0 := time.Now()
 			s[0] = uint64(f(m, s))
+			h.hostTime += time.Since(t0)
 		}), ps, []api.ValueType{api.ValueTypeI32}).Export(name)
 	}
 	b := h.r.NewHostModuleBuilder("env")
@@ -233,4 +239,3 @@ func (h *wzHost) request(path string, body []byte) result {
 	}
 	return result{forwarded: true, body: h.body}
 }
-
