@@ -13,7 +13,6 @@
 package filter
 
 import (
-	"encoding/binary"
 	"errors"
 )
 
@@ -92,15 +91,15 @@ func ForEachHeader(m []byte, fn func(key, value []byte)) error {
 	if len(m) < 4 {
 		return ErrBadHeaderMap
 	}
-	n := uint64(binary.LittleEndian.Uint32(m))
+	n := uint64(le32(m))
 	if 4+8*n > uint64(len(m)) {
 		return ErrBadHeaderMap
 	}
 	sizes := m[4:]
 	data := uint64(4 + 8*n)
 	for i := uint64(0); i < n; i++ {
-		ks := uint64(binary.LittleEndian.Uint32(sizes[8*i:]))
-		vs := uint64(binary.LittleEndian.Uint32(sizes[8*i+4:]))
+		ks := uint64(le32(sizes[8*i:]))
+		vs := uint64(le32(sizes[8*i+4:]))
 		if data+ks+vs+2 > uint64(len(m)) || m[data+ks] != 0 || m[data+ks+1+vs] != 0 {
 			return ErrBadHeaderMap
 		}
@@ -117,10 +116,10 @@ func SerializeHeaders(pairs [][2]string) []byte {
 		size += 8 + len(p[0]) + len(p[1]) + 2
 	}
 	b := make([]byte, 0, size)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(pairs)))
+	b = appendLE32(b, uint32(len(pairs)))
 	for _, p := range pairs {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p[0])))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p[1])))
+		b = appendLE32(b, uint32(len(p[0])))
+		b = appendLE32(b, uint32(len(p[1])))
 	}
 	for _, p := range pairs {
 		b = append(b, p[0]...)
@@ -129,4 +128,15 @@ func SerializeHeaders(pairs [][2]string) []byte {
 		b = append(b, 0)
 	}
 	return b
+}
+
+// le32 and appendLE32 read and write the ABI's little-endian u32 fields.
+// They stand in for encoding/binary, which would pull reflect into the module.
+func le32(b []byte) uint32 {
+	_ = b[3]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func appendLE32(b []byte, v uint32) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
 }

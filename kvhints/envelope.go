@@ -3,8 +3,8 @@ package kvhints
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -52,9 +52,12 @@ func (e *AdmitError) Error() string {
 	return "kvhints: envelope would be ignored as " + e.Reason.String() + ": " + e.Detail
 }
 
-func malformed(format string, args ...any) error {
-	return &AdmitError{Reason: ReasonMalformed, Detail: fmt.Sprintf(format, args...)}
+func malformed(detail string) error {
+	return &AdmitError{Reason: ReasonMalformed, Detail: detail}
 }
+
+// quote renders a caller's member name for an error message.
+func quote(s string) string { return string(appendGoString(nil, strings.ToValidUTF8(s, "\uFFFD"))) }
 
 // NewEnvelope builds a version 0.1 envelope and checks it as admission would.
 func NewEnvelope(messageID string, actions []Action, extra ...Member) (*Envelope, error) {
@@ -119,10 +122,10 @@ func NewMember(name string, value []byte) (Member, error) {
 
 func checkField(name, v string) error {
 	if v == "" {
-		return malformed("%s must be a non-empty string", name)
+		return malformed(name + " must be a non-empty string")
 	}
 	if !utf8.ValidString(v) {
-		return malformed("%s is not valid UTF-8", name)
+		return malformed(name + " is not valid UTF-8")
 	}
 	return nil
 }
@@ -132,11 +135,11 @@ func checkExtra(extra []Member, reserved ...string) error {
 	for _, m := range extra {
 		for _, r := range reserved {
 			if m.Name == r {
-				return malformed("extra member %q repeats a field of the envelope", m.Name)
+				return malformed("extra member " + quote(m.Name) + " repeats a field of the envelope")
 			}
 		}
 		if seen[m.Name] {
-			return malformed("extra member %q appears twice", m.Name)
+			return malformed("extra member " + quote(m.Name) + " appears twice")
 		}
 		seen[m.Name] = true
 	}
@@ -149,13 +152,13 @@ func canonicalValue(what string, v []byte, depth int) ([]byte, error) {
 	var c canonicalizer
 	out, end, status := c.canonicalize(v, depth, MaxCompactBytes)
 	if status == canonSyntax || status == canonOK && skipWS(v, end) != len(v) {
-		return nil, malformed("%s is not one JSON value", what)
+		return nil, malformed(what + " is not one JSON value")
 	}
 	if status == canonOversized {
 		return nil, &AdmitError{Reason: ReasonOversized, Detail: what + " alone is over the size limit"}
 	}
 	if status == canonContent {
-		return nil, malformed("%s breaks a content rule (duplicate key, NaN or Infinity, integer out of range, lone surrogate or nesting too deep)", what)
+		return nil, malformed(what + " breaks a content rule (duplicate key, NaN or Infinity, integer out of range, lone surrogate or nesting too deep)")
 	}
 	return bytes.Clone(out), nil
 }
@@ -183,11 +186,11 @@ func (e *Envelope) Encode() ([]byte, error) {
 		}
 		for _, f := range [...]struct{ name, v string }{{"action_id", a.ID}, {"action_type", a.Type}, {"action_version", a.Version}} {
 			if err := checkField(f.name, f.v); err != nil {
-				return nil, fmt.Errorf("action %d: %w", i, err)
+				return nil, inAction(i, err)
 			}
 		}
 		if err := checkExtra(a.Extra, "action_id", "action_type", "action_version", "payload"); err != nil {
-			return nil, fmt.Errorf("action %d: %w", i, err)
+			return nil, inAction(i, err)
 		}
 		b = append(b, `{"action_id":`...)
 		b = appendGoString(b, a.ID)
@@ -205,9 +208,16 @@ func (e *Envelope) Encode() ([]byte, error) {
 	b = append(b, '}')
 	snap, reason := Admit(b, Limits{})
 	if reason != ReasonNone {
-		return nil, &AdmitError{Reason: reason, Detail: fmt.Sprintf("the encoding (%d bytes) is not admitted", len(b))}
+		return nil, &AdmitError{Reason: reason, Detail: "the encoding (" + itoa(len(b)) + " bytes) is not admitted"}
 	}
 	return snap.b, nil
+}
+
+// inAction places an error about action i.
+func inAction(i int, err error) error {
+	e := *err.(*AdmitError)
+	e.Detail = "action " + itoa(i) + ": " + e.Detail
+	return &e
 }
 
 // Snapshot encodes the envelope and admits it under lim.

@@ -1,7 +1,6 @@
 package kvhints
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
 )
@@ -59,6 +58,14 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
+// le64 loads eight bytes little-endian. It stands in for encoding/binary,
+// which would pull reflect into the wasm module.
+func le64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
 const (
 	lsb = 0x0101010101010101
 	msb = 0x8080808080808080
@@ -81,7 +88,7 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for {
 		for i+8 <= len(b) {
-			m := stringSpecial(binary.LittleEndian.Uint64(b[i:]))
+			m := stringSpecial(le64(b[i:]))
 			if m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				goto special
@@ -221,7 +228,7 @@ func scanNumber(b []byte, i int) (int, numKind, error) {
 // eight bytes at a time while it can: block hashes are long digit runs.
 func skipDigits(b []byte, i int) int {
 	for i+8 <= len(b) {
-		w := binary.LittleEndian.Uint64(b[i:])
+		w := le64(b[i:])
 		// A byte is a digit when its high nibble is 3 and adding 6 keeps it so.
 		nd := ((w & (lsb * 0xF0)) ^ (lsb * 0x30)) | (((w + lsb*0x06) & (lsb * 0xF0)) ^ (lsb * 0x30))
 		if nd != 0 {

@@ -2,7 +2,6 @@ package kvhints
 
 import (
 	"bytes"
-	"fmt"
 )
 
 // Snapshot is an admitted envelope: its canonical compact bytes and where
@@ -154,7 +153,7 @@ func (s *Snapshot) AppendTo(dst []byte) []byte { return append(dst, s.b...) }
 // String describes the snapshot without its contents.
 // Hint contents must never reach a log, so printing a snapshot is safe.
 func (s *Snapshot) String() string {
-	return fmt.Sprintf("kvhints.Snapshot(%d bytes, %d actions)", len(s.b), len(s.actions))
+	return "kvhints.Snapshot(" + itoa(len(s.b)) + " bytes, " + itoa(len(s.actions)) + " actions)"
 }
 
 // NumActions is the number of actions in producer order.
