@@ -3,6 +3,7 @@ package kvhints
 import (
 	"math/bits"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file is the tokenizer shared by the body scanner and admission. It
@@ -58,12 +59,12 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// le64 loads eight bytes little-endian. It stands in for encoding/binary,
-// which would pull reflect into the wasm module.
+// le64 loads b[0:8] as one little-endian word. Both targets (amd64 and
+// wasm) are little-endian and allow unaligned loads; the wasm compiler does
+// not merge byte loads into one, so this is a single load instead of eight.
 func le64(b []byte) uint64 {
 	_ = b[7]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	return *(*uint64)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
 const (
@@ -265,16 +266,6 @@ func scanLiteral(b []byte, i int) (int, numKind, error) {
 	return 0, 0, errAt(i, "expecting value")
 }
 
-// scanScalar scans a non-container value at b[i] and returns its end.
-func scanScalar(b []byte, i int) (int, error) {
-	if b[i] == '"' {
-		end, _, err := scanString(b, i)
-		return end, err
-	}
-	end, _, err := scanLiteral(b, i)
-	return end, err
-}
-
 // skipValue validates the value starting at b[i] (whitespace already
 // skipped) and returns the offset just past it. stack is scratch space for
 // the container stack; the grown slice is returned for reuse.
@@ -306,9 +297,14 @@ func skipValue(b []byte, i int, stack []byte) (int, []byte, error) {
 			}
 			stack = append(stack, ']')
 			continue
+		case '"':
+			var err error
+			if i, _, err = scanString(b, i); err != nil {
+				return 0, stack, err
+			}
 		default:
 			var err error
-			if i, err = scanScalar(b, i); err != nil {
+			if i, _, err = scanLiteral(b, i); err != nil {
 				return 0, stack, err
 			}
 		}
