@@ -74,12 +74,17 @@ const (
 
 // stringSpecial returns a mask whose lowest set high bit marks the first byte
 // of w (little-endian) that ends the fast path of a string: '"', '\\', a
-// control byte below 0x20, or a non-ASCII byte. Borrows can only set bits
-// above a true match, so the lowest set bit is exact.
+// control byte below 0x20, or a non-ASCII byte.
+//
+// For an ASCII byte x, x-c has its high bit set exactly when x < c, and
+// x^c - 1 exactly when x == c; non-ASCII bytes are flagged by w itself. A
+// subtraction borrows only out of a byte that matched, so bits set by
+// borrows lie above a true match and the lowest set bit is exact.
 func stringSpecial(w uint64) uint64 {
-	q := w ^ (lsb * '"')
-	s := w ^ (lsb * '\\')
-	return (((q - lsb) &^ q) | ((s - lsb) &^ s) | ((w - lsb*0x20) &^ w) | w) & msb
+	q := (w ^ (lsb * '"')) - lsb
+	s := (w ^ (lsb * '\\')) - lsb
+	c := w - lsb*0x20
+	return (q | s | c | w) & msb
 }
 
 // scanString validates the string whose opening quote is at b[i] and returns
