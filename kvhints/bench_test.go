@@ -37,10 +37,21 @@ func fetchEnvelope(n int) []byte {
 	return b
 }
 
+// denseText has an escape every 27 bytes on average: a worst case for the
+// string scanner, whose fast path stops at each one.
+const denseText = `The quick brown fox jumps over the lazy dog; \"quoted\" words, tabs\tand newlines\n keep the scanner honest. `
+
+// proseText is closer to a real prompt: a paragraph with one quotation and
+// a blank line after it, four escapes in 620 bytes.
+var proseText = strings.Repeat(`Large language model serving stacks route each request to a worker that may already hold part of its KV cache. `, 5) +
+	`The router says \"fetch these blocks\" through a hint. \n\n`
+
 // chatBody returns a string-heavy chat completion body of about n bytes,
 // with a 2 KiB envelope in the middle when hint is set.
-func chatBody(n int, hint bool) []byte {
-	const para = `The quick brown fox jumps over the lazy dog; \"quoted\" words, tabs\tand newlines\n keep the scanner honest. `
+func chatBody(n int, hint bool) []byte { return chatBodyOf(n, hint, denseText) }
+
+// chatBodyOf is chatBody with the user message made of para repeated.
+func chatBodyOf(n int, hint bool, para string) []byte {
 	var b strings.Builder
 	b.WriteString(`{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"`)
 	tail := `"}],`
@@ -71,16 +82,22 @@ func BenchmarkRewrite(b *testing.B) {
 					name = mode.name + "/" + sz.name + "/hint"
 				}
 				b.Run(name, func(b *testing.B) {
-					var r Rewriter
-					b.SetBytes(int64(len(body)))
-					b.ReportAllocs()
-					for i := 0; i < b.N; i++ {
-						if _, res := r.Rewrite(body, mode.p); res.Outcome == OutcomeRejected {
-							b.Fatal(res.Message)
-						}
-					}
+					benchRewrite(b, body, mode.p)
 				})
 			}
+		}
+		body := chatBodyOf(4<<20, true, proseText)
+		b.Run(mode.name+"/4MiB-prose/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
+	}
+}
+
+func benchRewrite(b *testing.B, body []byte, p Policy) {
+	var r Rewriter
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, res := r.Rewrite(body, p); res.Outcome == OutcomeRejected {
+			b.Fatal(res.Message)
 		}
 	}
 }
