@@ -123,7 +123,7 @@ func (a *Admitter) Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 		return nil, ReasonUnknownVersion
 	}
 	// Rule 5's structure.
-	snap, err := layout(bytes.Clone(canon), a.canon.top, a.stack)
+	snap, err := layout(bytes.Clone(canon), &a.canon)
 	if err != nil {
 		return nil, ReasonMalformed
 	}
@@ -146,7 +146,7 @@ func checkVersion(obj []byte, stack []byte) Reason {
 	var version []byte
 	found, isString := false, false
 	var name [64]byte
-	_, err := members(obj, stack, func(key, val []byte) bool {
+	err := members(obj, stack, func(key, val []byte) bool {
 		if !keyIs(key, "protocol_version", name[:0]) {
 			return true
 		}
@@ -169,39 +169,38 @@ func checkVersion(obj []byte, stack []byte) Reason {
 
 // members calls fn with the raw key literal and raw value of each member of
 // the JSON object at the start of obj, in order, until fn returns false.
-// It returns the offset just past the object when fn never stopped it.
-func members(obj []byte, stack []byte, fn func(key, val []byte) bool) (int, error) {
+func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
 	i := skipWS(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
-		return i + 1, nil
+		return nil
 	}
 	for {
 		if i >= len(obj) || obj[i] != '"' {
-			return 0, errAt(i, "expecting property name enclosed in double quotes")
+			return errAt(i, "expecting property name enclosed in double quotes")
 		}
 		kend, _, err := scanString(obj, i)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		key := obj[i:kend]
 		vstart, err := skipKey(obj, i)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		vend, s, err := skipValue(obj, vstart, stack)
 		stack = s
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if !fn(key, obj[vstart:vend]) {
-			return vend, nil
+			return nil
 		}
 		i = skipWS(obj, vend)
 		if i < len(obj) && obj[i] == '}' {
-			return i + 1, nil
+			return nil
 		}
 		if i >= len(obj) || obj[i] != ',' {
-			return 0, errAt(i, "expecting ',' delimiter")
+			return errAt(i, "expecting ',' delimiter")
 		}
 		i = skipWS(obj, i+1)
 	}

@@ -17,8 +17,10 @@ import (
 // is both too large and malformed is reported as oversized. Encoding stops
 // as soon as the output passes the size limit.
 //
-// It also records where the members of the outermost object are in the
-// output, so that admission reads the envelope's fields without another pass.
+// It also records where things are in the output, so that admission reads
+// the envelope's fields without another pass: the members of the outermost
+// object (top), and, inside its "actions" member, each element (elems) and
+// each member of an element that is an object (actionMembers).
 //
 // The zero value is ready; its buffers are reused across calls.
 type canonicalizer struct {
@@ -27,10 +29,21 @@ type canonicalizer struct {
 	frames []frame  // one per open object while checks are on
 	keys   [][2]int // spans in out of the keys of open small objects
 	top    []topMember
+	elems  []elem
+	// actionMembers holds the members of the action objects, in order.
+	actionMembers []topMember
+	inActions     bool // the open member of the outermost object is "actions"
 }
 
-// topMember locates one member of the outermost object in the output.
+// topMember locates one member of an object in the output.
 type topMember struct{ key, val span }
+
+// elem locates one element of the actions array and its members, if it is
+// an object: actionMembers[first:last].
+type elem struct {
+	val         span
+	first, last int
+}
 
 // frame holds the names seen so far in one open object: spans in keys while
 // the object is small, a set once it is large.
@@ -62,12 +75,19 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 	c.frames = c.frames[:0]
 	c.keys = c.keys[:0]
 	c.top = c.top[:0]
+	c.elems = c.elems[:0]
+	c.actionMembers = c.actionMembers[:0]
+	c.inActions = false
 	checking := true
 	i := skipWS(b, 0)
 	var ok bool
 	for {
 		if i >= len(b) {
 			return nil, 0, canonSyntax
+		}
+		if c.inActions && len(c.stack) == 2 && c.stack[1] == ']' {
+			n := len(c.actionMembers)
+			c.elems = append(c.elems, elem{val: span{start: len(c.out)}, first: n, last: n})
 		}
 		switch b[i] {
 		case '{', '[':
@@ -129,6 +149,16 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 				if n := len(c.top); n > 0 && c.top[n-1].val.end == 0 {
 					c.top[n-1].val.end = len(c.out)
 				}
+				c.inActions = false
+			case 2:
+				if n := len(c.elems); c.inActions && c.stack[1] == ']' && n > 0 && c.elems[n-1].val.end == 0 {
+					c.elems[n-1].val.end = len(c.out)
+					c.elems[n-1].last = len(c.actionMembers)
+				}
+			case 3:
+				if n := len(c.actionMembers); c.inActions && n > 0 && c.actionMembers[n-1].val.end == 0 {
+					c.actionMembers[n-1].val.end = len(c.out)
+				}
 			}
 			i = skipWS(b, i)
 			if i >= len(b) {
@@ -184,8 +214,14 @@ func (c *canonicalizer) key(b []byte, i int, checking bool) (next int, stillChec
 		checking = c.firstTime(start)
 	}
 	c.out = append(c.out, ':')
-	if len(c.stack) == 1 {
-		c.top = append(c.top, topMember{key: span{start, len(c.out) - 1}, val: span{start: len(c.out)}})
+	switch m := (topMember{key: span{start, len(c.out) - 1}, val: span{start: len(c.out)}}); len(c.stack) {
+	case 1:
+		c.top = append(c.top, m)
+		c.inActions = string(c.out[start:len(c.out)-1]) == `"actions"`
+	case 3:
+		if c.inActions && c.stack[1] == ']' {
+			c.actionMembers = append(c.actionMembers, m)
+		}
 	}
 	i = skipWS(b, end)
 	if i >= len(b) || b[i] != ':' {

@@ -260,7 +260,7 @@ func decodeEnvelope(b []byte) (*Envelope, error) {
 	var stack []byte
 	var scratch [64]byte
 	var bad error
-	_, err := members(b, stack, func(key, val []byte) bool {
+	err := members(b, stack, func(key, val []byte) bool {
 		switch {
 		case keyIs(key, "protocol_version", scratch[:0]):
 			e.ProtocolVersion = decodeGoString(val)
@@ -270,7 +270,7 @@ func decodeEnvelope(b []byte) (*Envelope, error) {
 			e.Actions = []Action{}
 			bad = elements(val, stack, func(obj []byte) error {
 				var a Action
-				_, err := members(obj, stack, func(key, val []byte) bool {
+				err := members(obj, stack, func(key, val []byte) bool {
 					switch {
 					case keyIs(key, "action_id", scratch[:0]):
 						a.ID = decodeGoString(val)

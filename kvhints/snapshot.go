@@ -20,13 +20,13 @@ type actionSpan struct {
 }
 
 // layout checks the version 0.1 structure of the canonical envelope b
-// (rule 5 without the content rules, which canonicalization applied) and
-// records where its actions are. top locates b's members.
-func layout(b []byte, top []topMember, stack []byte) (*Snapshot, error) {
+// (rule 5 without the content rules, which canonicalization applied) from
+// the positions c recorded while producing b, and returns its snapshot.
+func layout(b []byte, c *canonicalizer) (*Snapshot, error) {
 	s := &Snapshot{b: b}
 	var scratch [64]byte
 	msgOK, actionsOK := false, false
-	for _, m := range top {
+	for _, m := range c.top {
 		key, val := b[m.key.start:m.key.end], b[m.val.start:m.val.end]
 		switch {
 		case keyIs(key, "message_id", scratch[:0]):
@@ -37,77 +37,47 @@ func layout(b []byte, top []topMember, stack []byte) (*Snapshot, error) {
 			}
 			actionsOK = true
 			s.actionsVal = m.val
-			if err := s.actionLayouts(m.val.start, stack); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if !msgOK || !actionsOK {
 		return nil, errLayout
 	}
+	s.actions = make([]actionSpan, 0, len(c.elems))
+	for _, e := range c.elems {
+		if b[e.val.start] != '{' {
+			return nil, errLayout
+		}
+		a := actionSpan{obj: e.val}
+		var have [4]bool
+		for _, m := range c.actionMembers[e.first:e.last] {
+			key, val := b[m.key.start:m.key.end], b[m.val.start:m.val.end]
+			switch {
+			case keyIs(key, "action_id", scratch[:0]):
+				a.id, have[0] = m.val, nonEmptyString(val)
+			case keyIs(key, "action_type", scratch[:0]):
+				a.typ, have[1] = m.val, nonEmptyString(val)
+			case keyIs(key, "action_version", scratch[:0]):
+				a.ver, have[2] = m.val, nonEmptyString(val)
+			case keyIs(key, "payload", scratch[:0]):
+				a.payload, have[3] = m.val, val[0] == '{'
+			}
+		}
+		if have != [4]bool{true, true, true, true} {
+			return nil, errLayout
+		}
+		s.actions = append(s.actions, a)
+	}
 	return s, nil
 }
 
-// parseLayout is layout for canonical bytes without recorded members.
+// parseLayout is layout for bytes that are already canonical.
 func parseLayout(b []byte) (*Snapshot, error) {
-	var top []topMember
-	_, err := members(b, nil, func(key, val []byte) bool {
-		top = append(top, topMember{key: spanOf(b, key), val: spanOf(b, val)})
-		return true
-	})
-	if err != nil {
-		return nil, err
+	var c canonicalizer
+	out, _, status := c.canonicalize(b, len(b)+1, len(b))
+	if status != canonOK {
+		return nil, errLayout
 	}
-	return layout(b, top, nil)
-}
-
-// actionLayouts checks each action of the canonical actions array at
-// s.b[at] in one pass and records its fields.
-func (s *Snapshot) actionLayouts(at int, stack []byte) error {
-	b := s.b
-	i := at + 1
-	if b[i] == ']' {
-		return nil
-	}
-	var scratch [64]byte
-	for {
-		if b[i] != '{' {
-			return errLayout
-		}
-		a := actionSpan{}
-		var have [4]bool
-		ok := true
-		n, err := members(b[i:], stack, func(key, val []byte) bool {
-			f := 3
-			switch {
-			case keyIs(key, "action_id", scratch[:0]):
-				f, a.id = 0, spanOf(b, val)
-			case keyIs(key, "action_type", scratch[:0]):
-				f, a.typ = 1, spanOf(b, val)
-			case keyIs(key, "action_version", scratch[:0]):
-				f, a.ver = 2, spanOf(b, val)
-			case keyIs(key, "payload", scratch[:0]):
-				have[3], a.payload = val[0] == '{', spanOf(b, val)
-				ok = have[3]
-				return ok
-			default:
-				return true
-			}
-			have[f] = nonEmptyString(val)
-			ok = have[f]
-			return ok
-		})
-		if err != nil || !ok || have != [4]bool{true, true, true, true} {
-			return errLayout
-		}
-		a.obj = span{i, i + n}
-		s.actions = append(s.actions, a)
-		i += n
-		if b[i] == ']' {
-			return nil
-		}
-		i++ // the comma; canonical bytes have no whitespace
-	}
+	return layout(b[:len(out)], &c)
 }
 
 // elements calls fn with each raw element of the valid JSON array arr.
