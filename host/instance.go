@@ -59,11 +59,11 @@ type instance struct {
 	onContextCreate, onRequestHeaders, onRequestBody, onRequestTrailers,
 	onDone, onLog, onDelete api.Function
 
-	stack  [4]uint64
-	out    [2][]byte // partial stdout and stderr lines
-	nextID uint32
-	phase  int
-	x      *exchange // the request being served, or nil
+	stack      [4]uint64
+	out        [2][]byte // partial stdout and stderr lines
+	nextID     uint32
+	phase      int
+	x          *exchange // the request being served, or nil
 	startupLog []string
 }
 

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvgate/kvgate/host"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// server is the proxy: filter every request through the wasm host, then
+// forward it (or answer locally).
+type server struct {
+	cfg      *config
+	log      *slog.Logger
+	host     *host.Host
+	upstream *url.URL
+	proxy    *httputil.ReverseProxy
+	reg      *prometheus.Registry
+	ready    atomic.Bool
+
+	failures *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	latency  prometheus.Histogram
+}
+
+type decisionKey struct{}
+
+func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logger) (*server, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, log: log, upstream: u, reg: prometheus.NewRegistry()}
+	s.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvgate_filter_failures_total",
+		Help: "Requests answered 503 because the filter failed (trap, host error, pool timeout); nothing was forwarded.",
+	}, []string{"reason"})
+	for _, r := range []string{"trap", "pool_timeout", "paused", "closed_stream", "error"} {
+		s.failures.WithLabelValues(r)
+	}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvgate_sidecar_requests_total",
+		Help: "Requests handled by the sidecar, by outcome.",
+	}, []string{"outcome"})
+	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request"} {
+		s.requests.WithLabelValues(o)
+	}
+	s.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kvgate_filter_duration_seconds",
+		Help:    "Time spent in the wasm filter per request (instance wait included).",
+		Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 1},
+	})
+	s.reg.MustRegister(s.failures, s.requests, s.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	s.host, err = host.New(ctx, cfg.Module, host.Options{
+		PoolSize:     cfg.PoolSize,
+		PluginConfig: cfg.PluginConfig,
+		PluginName:   "kvgate",
+		RootID:       "kvgate",
+		VMID:         "kvgate",
+		CacheDir:     cfg.CacheDir,
+		Logger:       log,
+		Registerer:   s.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 1024
+	tr.DisableCompression = true
+	s.proxy = &httputil.ReverseProxy{
+		Transport:     tr,
+		FlushInterval: -1, // stream: every write reaches the client at once (SSE)
+		Rewrite:       s.rewrite,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return // the client went away; the upstream request was cancelled
+			}
+			log.Warn("upstream error", "err", err, "path", r.URL.Path)
+			writeError(w, http.StatusBadGateway, "upstream unavailable", "upstream_error")
+		},
+	}
+	s.ready.Store(true)
+	return s, nil
+}
+
+func (s *server) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.host.Close(ctx)
+}
+
+// rewrite builds the upstream request from the filter's decision.
+func (s *server) rewrite(pr *httputil.ProxyRequest) {
+	d := pr.In.Context().Value(decisionKey{}).(*host.Decision)
+	out := pr.Out
+	out.URL.Scheme = s.upstream.Scheme
+	out.URL.Host = s.upstream.Host
+	out.Host = "" // the upstream's host
+	if d.HeaderChanged {
+		out.Header = d.Header.Clone()
+		for _, h := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Transfer-Encoding", "Upgrade"} {
+			out.Header.Del(h)
+		}
+		if d.Method != "" {
+			out.Method = d.Method
+		}
+		if d.Path != "" && d.Path != pr.In.RequestURI {
+			if u, err := url.ParseRequestURI(d.Path); err == nil {
+				out.URL.Path, out.URL.RawPath, out.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
+			}
+		}
+	}
+	if base := s.upstream.Path; base != "" && base != "/" {
+		out.URL.Path = singleJoin(base, out.URL.Path)
+		out.URL.RawPath = ""
+	}
+	out.Header.Del("Content-Length")
+	out.ContentLength = int64(len(d.Body))
+	if len(d.Body) == 0 {
+		out.Body = http.NoBody
+	} else {
+		out.Body = io.NopCloser(bytes.NewReader(d.Body))
+	}
+	out.GetBody = nil
+	pr.SetXForwarded()
+}
+
+func singleJoin(a, b string) string {
+	switch {
+	case a[len(a)-1] == '/' && len(b) > 0 && b[0] == '/':
+		return a + b[1:]
+	case a[len(a)-1] != '/' && (len(b) == 0 || b[0] != '/'):
+		return a + "/" + b
+	}
+	return a + b
+}
+
+// ServeHTTP filters then forwards one request.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusWriter{ResponseWriter: w}
+	outcome := s.serve(rw, r)
+	s.requests.WithLabelValues(outcome).Inc()
+	// Access log: no body, no header values, no query (it may carry data).
+	s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rw.status,
+		"bytes", rw.n, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000,
+		"remote", r.RemoteAddr)
+}
+
+func (s *server) serve(w *statusWriter, r *http.Request) string {
+	// Buffer at most max+1 bytes. An over-long body is still shown to the
+	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
+	// Envoy's would; it is never forwarded.
+	max := s.cfg.MaxBodyBytes
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "cannot read the request body", "invalid_request_error")
+		return "bad_request"
+	}
+	tooLarge := int64(len(body)) > max
+	req := &host.Request{
+		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
+		Header: r.Header, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
+	}
+	if r.TLS != nil {
+		req.Scheme = "https"
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		req.LocalAddr = la.String()
+	}
+	fstart := time.Now()
+	d, err := s.host.Filter(r.Context(), req)
+	s.latency.Observe(time.Since(fstart).Seconds())
+	if err != nil {
+		reason := failureReason(err)
+		if errors.Is(err, context.Canceled) {
+			return "client_gone"
+		}
+		s.failures.WithLabelValues(reason).Inc()
+		s.log.Error("filter failed; request not forwarded", "reason", reason, "err", err, "path", r.URL.Path)
+		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded", "service_unavailable")
+		return "filter_failure"
+	}
+	if tooLarge && (d.Local == nil || d.Local.Status != http.StatusRequestEntityTooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", max), "invalid_request_error")
+		return "too_large"
+	}
+	if d.Local != nil {
+		h := w.Header()
+		for k, vs := range d.Local.Header {
+			h[k] = vs
+		}
+		h.Set("Content-Length", strconv.Itoa(len(d.Local.Body)))
+		w.WriteHeader(d.Local.Status)
+		_, _ = w.Write(d.Local.Body)
+		return "local_reply"
+	}
+	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+	return "forwarded"
+}
+
+func failureReason(err error) string {
+	var te *host.TrapError
+	switch {
+	case errors.As(err, &te):
+		return "trap"
+	case errors.Is(err, host.ErrPoolTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "pool_timeout"
+	case errors.Is(err, host.ErrPaused):
+		return "paused"
+	case errors.Is(err, host.ErrStreamClosed):
+		return "closed_stream"
+	}
+	return "error"
+}
+
+// writeError answers with an OpenAI-style JSON error.
+func writeError(w http.ResponseWriter, status int, msg, typ string) {
+	w.Header().Set("Content-Type", "application/json")
+	b := fmt.Appendf(nil, `{"error":{"message":%q,"type":%q,"code":%d}}`, msg, typ, status)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func (s *server) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() || s.host.Live() == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// statusWriter records the status and size for the access log and keeps
+// flushing available to the reverse proxy.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// echoServer is the built-in worker used when -upstream is empty.
+type echoServer struct {
+	Addr string
+	srv  *http.Server
+}
+
+func (e *echoServer) Close() { _ = e.srv.Close() }
+
+func startEcho(log *slog.Logger) (*echoServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: echoHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &echoServer{Addr: ln.Addr().String(), srv: srv}, nil
+}
+
+// echoHandler answers every request with its own body, content type and
+// request line (X-Echo-Method, X-Echo-Path).
+func echoHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h := w.Header()
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			h.Set("Content-Type", ct)
+		}
+		h.Set("X-Echo-Method", r.Method)
+		h.Set("X-Echo-Path", r.URL.RequestURI())
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	})
+}

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// artifacts builds the sidecar binary and the host's test guest once.
+func artifacts(t testing.TB) (binary, testGuest string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "kvgate-sidecar-test")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, "sidecar"), ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("%v\n%s", err, out)
+			return
+		}
+		cmd = exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(buildDir, "guest.wasm"), "../../host/testdata/guest")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "sidecar"), filepath.Join(buildDir, "guest.wasm")
+}
+
+func testCache(t testing.TB) string {
+	_, _ = artifacts(t)
+	return filepath.Join(buildDir, "cache")
+}
+
+// startInProcess runs the sidecar in this process and returns its addresses.
+func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc, <-chan error) {
+	t.Helper()
+	args = append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t)}, args...)
+	cfg, err := parseFlags(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan listeners, 1)
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	finished := make(chan struct{})
+	go func() { done <- run(ctx, cfg, log, started); close(finished) }()
+	select {
+	case l := <-started:
+		t.Cleanup(func() { cancel(); <-finished })
+		return l, cancel, done
+	case err := <-done:
+		cancel()
+		t.Fatalf("sidecar did not start: %v", err)
+	}
+	panic("unreachable")
+}
+
+// recorder is a worker that records what reaches it.
+type recorder struct {
+	mu     sync.Mutex
+	bodies [][]byte
+	hits   atomic.Int64
+}
+
+func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	rc.hits.Add(1)
+	rc.mu.Lock()
+	rc.bodies = append(rc.bodies, b)
+	rc.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"ok":true}`))
+}
+
+func (rc *recorder) last() []byte {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.bodies) == 0 {
+		return nil
+	}
+	return rc.bodies[len(rc.bodies)-1]
+}
+
+func scrape(t testing.TB, admin string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
+}
+
+func post(t testing.TB, url, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b
+}
+
+func TestFlags(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "TRTLLM_TRUST_KV_HINTS" {
+				return v
+			}
+			return ""
+		}
+	}
+	cfg, err := parseFlags(nil, env(""), io.Discard)
+	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || string(cfg.PluginConfig) != "{}" || cfg.MaxBodyBytes != 4<<20 {
+		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	cfg, _ = parseFlags(nil, env("1"), io.Discard)
+	if string(cfg.PluginConfig) != `{"trust_kv_hints":true}` {
+		t.Fatalf("env trust: %s", cfg.PluginConfig)
+	}
+	f := filepath.Join(t.TempDir(), "c.json")
+	_ = os.WriteFile(f, []byte(`{"max_depth":64,"max_body_bytes":1000}`), 0o600)
+	cfg, err = parseFlags([]string{"-filter-config", "@" + f, "-trust-kv-hints"}, env(""), io.Discard)
+	if err != nil || string(cfg.PluginConfig) != `{"max_body_bytes":1000,"max_depth":64,"trust_kv_hints":true}` || cfg.MaxBodyBytes != 1000 {
+		t.Fatalf("@file: %s %d %v", cfg.PluginConfig, cfg.MaxBodyBytes, err)
+	}
+	cfg, _ = parseFlags([]string{"-max-body-bytes", "77"}, env(""), io.Discard)
+	if string(cfg.PluginConfig) != `{"max_body_bytes":77}` || cfg.MaxBodyBytes != 77 {
+		t.Fatalf("max body: %s", cfg.PluginConfig)
+	}
+	for _, bad := range [][]string{
+		{"-upstream", "ftp://x"}, {"-listen", "nope"}, {"-pool-size", "-1"}, {"-max-body-bytes", "0"},
+		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"},
+	} {
+		if _, err := parseFlags(bad, env(""), io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// The guest validates its configuration; an invalid one stops start-up
+// with the guest's message.
+func TestInvalidFilterConfigStopsStartup(t *testing.T) {
+	cfg, err := parseFlags([]string{"-filter-config", `{"no_such_field":1}`, "-cache-dir", testCache(t)}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newServer(context.Background(), cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "no_such_field") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A trapping guest: 503 JSON, counted, nothing forwarded; the instance is
+// replaced and the next requests go through.
+func TestTrapFailsClosed(t *testing.T) {
+	_, guest := artifacts(t)
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	l, _, _ := startInProcess(t, "-filter", guest, "-upstream", worker.URL, "-pool-size", "2")
+	resp, body := post(t, "http://"+l.API+"/v1/chat/completions", `{"a":1}`, "X-Test-Action", "trap")
+	if resp.StatusCode != 503 || !json.Valid(body) || !strings.Contains(string(body), `"code":503`) {
+		t.Fatalf("trap: %d %s", resp.StatusCode, body)
+	}
+	if rec.hits.Load() != 0 {
+		t.Fatal("the failed request reached the worker")
+	}
+	if m := scrape(t, l.Admin); m[`kvgate_filter_failures_total{reason="trap"}`] != 1 {
+		t.Fatalf("failures metric: %v", m[`kvgate_filter_failures_total{reason="trap"}`])
+	}
+	for i := 0; i < 10; i++ {
+		resp, _ := post(t, "http://"+l.API+"/v1/chat/completions", `{"a":1}`, "X-Test-Action", "upper")
+		if resp.StatusCode != 200 {
+			t.Fatalf("after trap: %d", resp.StatusCode)
+		}
+	}
+	if rec.hits.Load() != 10 || string(rec.last()) != `{"A":1}` {
+		t.Fatalf("hits=%d last=%s", rec.hits.Load(), rec.last())
+	}
+	if m := scrape(t, l.Admin); m[`kvgate_wasm_instances`] != 2 || m[`kvgate_wasm_instances_replaced_total{reason="trap"}`] != 1 {
+		t.Fatalf("pool after trap: %v", m)
+	}
+}
+
+func TestBodyLimitAndEcho(t *testing.T) {
+	l, _, _ := startInProcess(t, "-max-body-bytes", "1000")
+	resp, body := post(t, "http://"+l.API+"/v1/chat/completions", `{"kv_hints":{"x":1},"a":2}`)
+	if resp.StatusCode != 200 || string(body) != `{"a":2}` || resp.Header.Get("X-Echo-Path") != "/v1/chat/completions" {
+		t.Fatalf("echo: %d %s %v", resp.StatusCode, body, resp.Header)
+	}
+	big := `{"a":"` + strings.Repeat("x", 2000) + `"}`
+	resp, body = post(t, "http://"+l.API+"/v1/chat/completions", big)
+	if resp.StatusCode != 413 || !json.Valid(body) {
+		t.Fatalf("big: %d %s", resp.StatusCode, body)
+	}
+	// Chunked, no Content-Length.
+	req, _ := http.NewRequest("POST", "http://"+l.API+"/x", io.MultiReader(strings.NewReader(big)))
+	req.ContentLength = -1
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != 413 {
+		t.Fatalf("chunked big: %d", r2.StatusCode)
+	}
+	m := scrape(t, l.Admin)
+	if m[`kvgate_bodies_rejected_total{status="413"}`] != 2 || m[`trtllm_kv_hints_ignored_total{reason="untrusted"}`] != 1 {
+		t.Fatalf("metrics: 413=%v untrusted=%v", m[`kvgate_bodies_rejected_total{status="413"}`], m[`trtllm_kv_hints_ignored_total{reason="untrusted"}`])
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		r, err := http.Get("http://" + l.Admin + p)
+		if err != nil || r.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", p, r, err)
+		}
+		r.Body.Close()
+	}
+}
+
+// Server-sent events reach the client as the worker produces them.
+func TestStreamsResponses(t *testing.T) {
+	second := make(chan struct{})
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-second:
+		case <-time.After(5 * time.Second):
+		}
+		_, _ = io.WriteString(w, "data: two\n\n")
+	}))
+	defer worker.Close()
+	l, _, _ := startInProcess(t, "-upstream", worker.URL)
+	resp, err := http.Post("http://"+l.API+"/v1/chat/completions", "application/json", strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "data: one\n" {
+		t.Fatalf("first event: %q %v", line, err)
+	}
+	close(second)
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "data: two") {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+// A client that goes away cancels the upstream request.
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	cancelled := make(chan struct{})
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(cancelled)
+	}))
+	defer worker.Close()
+	l, _, _ := startInProcess(t, "-upstream", worker.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+l.API+"/v1/completions", strings.NewReader(`{}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("upstream request not cancelled")
+	}
+}
+
+// SIGTERM (here: the run context) drains a request in flight.
+func TestGracefulDrain(t *testing.T) {
+	entered := make(chan struct{})
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		time.Sleep(300 * time.Millisecond)
+		_, _ = io.WriteString(w, "done")
+	}))
+	defer worker.Close()
+	l, stop, done := startInProcess(t, "-upstream", worker.URL)
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Post("http://"+l.API+"/x", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	<-entered
+	stop()
+	if b := <-got; b != "done" {
+		t.Fatalf("in-flight request: %q", b)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if _, err := http.Post("http://"+l.API+"/x", "application/json", strings.NewReader(`{}`)); err == nil {
+		t.Fatal("still serving after drain")
+	}
+}
+
+// 64 concurrent clients through the real module (run with -race); every
+// hint is removed and the counter adds up exactly.
+func TestConcurrentClients(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	l, _, _ := startInProcess(t, "-upstream", worker.URL)
+	const clients, each = 64, 10
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				body := fmt.Sprintf(`{"c":%d,"kv_hints":{"protocol_version":"0.1"},"i":%d}`, c, i)
+				resp, err := cl.Post("http://"+l.API+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					bad.Add(1)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	if bad.Load() != 0 {
+		t.Fatalf("%d failed requests", bad.Load())
+	}
+	rec.mu.Lock()
+	for _, b := range rec.bodies {
+		if bytes.Contains(b, []byte("kv_hints")) {
+			t.Errorf("hint forwarded: %s", b)
+		}
+	}
+	rec.mu.Unlock()
+	if m := scrape(t, l.Admin); m[`trtllm_kv_hints_ignored_total{reason="untrusted"}`] != clients*each || rec.hits.Load() != clients*each {
+		t.Fatalf("untrusted=%v hits=%d", m[`trtllm_kv_hints_ignored_total{reason="untrusted"}`], rec.hits.Load())
+	}
+}
