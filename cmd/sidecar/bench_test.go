@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// chatBody is a 4 KiB chat completion request carrying a client hint (so
+// the filter removes it: the rewrite path, not the pass-through one).
+func chatBody(size int) []byte {
+	head := `{"model":"llama","kv_hints":{"protocol_version":"0.1","message_id":"m","actions":[]},"messages":[{"role":"user","content":"`
+	tail := `"}],"max_tokens":16}`
+	return []byte(head + strings.Repeat("a", size-len(head)-len(tail)) + tail)
+}
+
+type targets struct{ direct, plain, sidecar string }
+
+func benchTargets(b *testing.B) targets {
+	echo := httptest.NewServer(echoHandler())
+	b.Cleanup(echo.Close)
+	u, _ := url.Parse(echo.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024}
+	plain := httptest.NewServer(rp)
+	b.Cleanup(plain.Close)
+	l, _, _ := startInProcess(b, "-upstream", echo.URL)
+	return targets{echo.URL, plain.URL, "http://" + l.API}
+}
+
+// BenchmarkChat4KiB: 64 concurrent clients, one 4 KiB chat request each at
+// a time; reports p50 latency and requests per second.
+//
+//	go test -run '^$' -bench Chat4KiB -benchtime 20000x ./cmd/sidecar
+func BenchmarkChat4KiB(b *testing.B) {
+	tg := benchTargets(b)
+	body := chatBody(4096)
+	for _, c := range []struct{ name, url string }{{"direct", tg.direct}, {"reverseproxy", tg.plain}, {"sidecar", tg.sidecar}} {
+		b.Run(c.name, func(b *testing.B) { runClients(b, c.url+"/v1/chat/completions", body, 64) })
+	}
+}
+
+// BenchmarkChat4KiBSerial: one client, to read the added latency.
+func BenchmarkChat4KiBSerial(b *testing.B) {
+	tg := benchTargets(b)
+	body := chatBody(4096)
+	for _, c := range []struct{ name, url string }{{"direct", tg.direct}, {"reverseproxy", tg.plain}, {"sidecar", tg.sidecar}} {
+		b.Run(c.name, func(b *testing.B) { runClients(b, c.url+"/v1/chat/completions", body, 1) })
+	}
+}
+
+// BenchmarkBody4MiB: one client, a 4 MiB body (the default limit).
+func BenchmarkBody4MiB(b *testing.B) {
+	tg := benchTargets(b)
+	body := chatBody(4<<20 - 1)
+	for _, c := range []struct{ name, url string }{{"direct", tg.direct}, {"reverseproxy", tg.plain}, {"sidecar", tg.sidecar}} {
+		b.Run(c.name, func(b *testing.B) { runClients(b, c.url+"/v1/chat/completions", body, 1) })
+	}
+}
+
+func runClients(b *testing.B, url string, body []byte, clients int) {
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	do := func() time.Duration {
+		t0 := time.Now()
+		resp, err := cl.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	for i := 0; i < clients; i++ { // warm connections and instances
+		do()
+	}
+	lat := make([]time.Duration, b.N)
+	var next int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= int64(b.N) {
+					return
+				}
+				lat[i] = do()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(b.N)/el.Seconds(), "req/s")
+	_ = fmt.Sprint
+}
