@@ -1,0 +1,247 @@
+// Package envoy holds kvgate's Envoy bootstrap (envoy.yaml) and Istio
+// manifests (istio/), and the Go helpers the tests use to render the
+// committed bootstrap with their own ports, module path and upstream, and
+// to run a real Envoy.
+//
+// The committed envoy.yaml is the template: Render keeps everything in it
+// (stats tags, buffer limits, the filter's failure policy) and changes only
+// addresses, the module path and the plugin configuration, so what the
+// tests run is what operators deploy.
+package envoy
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Bootstrap is envoy.yaml, the committed bootstrap.
+//
+//go:embed envoy.yaml
+var Bootstrap []byte
+
+// WasmFilterName is the HTTP filter that runs the module.
+const WasmFilterName = "envoy.filters.http.wasm"
+
+// BufferHeadroom is how much larger than the filter's max_body_bytes
+// Envoy's per-connection buffer limit is, so that the filter sees every
+// over-limit body (and answers and counts its 413) before Envoy's buffer
+// overflows.
+const BufferHeadroom = 1 << 20
+
+// Listener is one listener of a rendered bootstrap. Every listener is a
+// copy of the committed one, on 127.0.0.1.
+type Listener struct {
+	// Name must be unique in the bootstrap.
+	Name string
+	// Port is the listener's port on 127.0.0.1.
+	Port int
+	// PluginConfig replaces the filter's configuration JSON; "" keeps the
+	// committed one.
+	PluginConfig string
+	// NoFilter removes the wasm filter (a plain proxy, for comparisons).
+	NoFilter bool
+}
+
+// Options say what Render changes in the committed bootstrap.
+type Options struct {
+	// AdminPort is the admin listener's port on 127.0.0.1.
+	AdminPort int
+	// Upstream is the worker's host:port (an IP address).
+	Upstream string
+	// ModulePath is the module's absolute path.
+	ModulePath string
+	// Listeners replace the committed listener; at least one.
+	Listeners []Listener
+}
+
+// Doc is a bootstrap as generic JSON values.
+type Doc = map[string]any
+
+// Parse reads a YAML or JSON bootstrap into generic values.
+func Parse(b []byte) (Doc, error) {
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	var d Doc
+	if err := json.Unmarshal(j, &d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Render returns the committed bootstrap changed as opts say, as JSON
+// (which Envoy reads from a file named *.json or *.yaml).
+func Render(opts Options) ([]byte, error) {
+	d, err := Parse(Bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Listeners) == 0 {
+		return nil, errors.New("envoy: no listeners")
+	}
+	if err := set(d, []string{"admin", "address", "socket_address"}, addr("127.0.0.1", opts.AdminPort)); err != nil {
+		return nil, err
+	}
+	host, port, err := splitHostPort(opts.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := dig(d, "static_resources", "clusters", 0, "load_assignment", "endpoints", 0, "lb_endpoints", 0, "endpoint", "address")
+	if err != nil {
+		return nil, err
+	}
+	ep.(Doc)["socket_address"] = addr(host, port)
+
+	tmpl, err := dig(d, "static_resources", "listeners", 0)
+	if err != nil {
+		return nil, err
+	}
+	var ls []any
+	for _, l := range opts.Listeners {
+		c := deepCopy(tmpl).(Doc)
+		c["name"] = l.Name
+		c["address"] = Doc{"socket_address": addr("127.0.0.1", l.Port)}
+		tc, err := dig(c, "filter_chains", 0, "filters", 0, "typed_config")
+		if err != nil {
+			return nil, err
+		}
+		hf, err := dig(tc, "http_filters")
+		if err != nil {
+			return nil, err
+		}
+		filters := hf.([]any)
+		i := indexOfFilter(filters, WasmFilterName)
+		if i < 0 {
+			return nil, errors.New("envoy: the committed listener has no wasm filter")
+		}
+		if l.NoFilter {
+			filters = append(filters[:i:i], filters[i+1:]...)
+		} else {
+			wc, err := dig(filters[i], "typed_config", "config")
+			if err != nil {
+				return nil, err
+			}
+			cfg := wc.(Doc)
+			cfg["name"] = l.Name
+			if err := set(cfg, []string{"vm_config", "code", "local"}, Doc{"filename": opts.ModulePath}); err != nil {
+				return nil, err
+			}
+			if l.PluginConfig != "" {
+				if err := set(cfg, []string{"configuration", "value"}, l.PluginConfig); err != nil {
+					return nil, err
+				}
+			}
+		}
+		tc.(Doc)["http_filters"] = filters
+		ls = append(ls, c)
+	}
+	d["static_resources"].(Doc)["listeners"] = ls
+	return json.MarshalIndent(d, "", "  ")
+}
+
+// WasmConfig returns the wasm filter's config (PluginConfig in Envoy's
+// API) of the first listener of a parsed bootstrap.
+func WasmConfig(d Doc) (Doc, error) {
+	hf, err := dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
+	if err != nil {
+		return nil, err
+	}
+	filters := hf.([]any)
+	i := indexOfFilter(filters, WasmFilterName)
+	if i < 0 {
+		return nil, errors.New("envoy: no wasm filter")
+	}
+	c, err := dig(filters[i], "typed_config", "config")
+	if err != nil {
+		return nil, err
+	}
+	return c.(Doc), nil
+}
+
+// Dig follows a path of member names (string) and array indexes (int)
+// through generic JSON values.
+func Dig(v any, path ...any) (any, error) { return dig(v, path...) }
+
+func dig(v any, path ...any) (any, error) {
+	for n, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(Doc)
+			if !ok {
+				return nil, fmt.Errorf("envoy: %v: not an object", path[:n])
+			}
+			if v, ok = m[k]; !ok {
+				return nil, fmt.Errorf("envoy: %v: missing", path[:n+1])
+			}
+		case int:
+			a, ok := v.([]any)
+			if !ok || k >= len(a) {
+				return nil, fmt.Errorf("envoy: %v: no element %d", path[:n], k)
+			}
+			v = a[k]
+		}
+	}
+	return v, nil
+}
+
+func set(d Doc, path []string, v any) error {
+	for _, k := range path[:len(path)-1] {
+		next, ok := d[k].(Doc)
+		if !ok {
+			return fmt.Errorf("envoy: %v: not an object", path)
+		}
+		d = next
+	}
+	d[path[len(path)-1]] = v
+	return nil
+}
+
+func indexOfFilter(filters []any, name string) int {
+	for i, f := range filters {
+		if m, ok := f.(Doc); ok && m["name"] == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func addr(host string, port int) Doc {
+	return Doc{"address": host, "port_value": port}
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	for i := len(hp) - 1; i >= 0; i-- {
+		if hp[i] == ':' {
+			p, err := strconv.Atoi(hp[i+1:])
+			if err != nil || p <= 0 || p > 65535 {
+				break
+			}
+			return hp[:i], p, nil
+		}
+	}
+	return "", 0, fmt.Errorf("envoy: upstream %q: want ip:port", hp)
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case Doc:
+		m := make(Doc, len(x))
+		for k, e := range x {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(x))
+		for i, e := range x {
+			a[i] = deepCopy(e)
+		}
+		return a
+	}
+	return v
+}

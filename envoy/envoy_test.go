@@ -1,0 +1,222 @@
+package envoy
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/metricname"
+)
+
+// wantStatsTags are the stats_tags every Envoy configuration of kvgate
+// carries: the metricname rule, in one place.
+func wantStatsTags() []any {
+	return []any{
+		Doc{"tag_name": "reason", "regex": metricname.Regex(filter.MetricIgnored, "reason")},
+		Doc{"tag_name": "status", "regex": metricname.Regex(filter.MetricRejected, "status")},
+	}
+}
+
+func committed(t *testing.T) Doc {
+	t.Helper()
+	d, err := Parse(Bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// The stats_tags regexes in envoy.yaml and in the Istio bootstrap fragment
+// are exactly metricname.Regex of the guest's labelled families.
+func TestStatsTagsFollowMetricname(t *testing.T) {
+	got, err := Dig(committed(t), "stats_config", "stats_tags")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, wantStatsTags()) {
+		t.Errorf("envoy.yaml stats_tags = %v\nwant %v (metricname.Regex)", got, wantStatsTags())
+	}
+	frag := istioBootstrapFragment(t)
+	if got, err := Dig(frag, "stats_config", "stats_tags"); err != nil || !reflect.DeepEqual(got, wantStatsTags()) {
+		t.Errorf("istio/stats.yaml stats_tags = %v (%v)\nwant %v (metricname.Regex)", got, err, wantStatsTags())
+	}
+}
+
+// checkWasmConfig checks an Envoy wasm PluginConfig as kvgate needs it and
+// returns its plugin configuration.
+func checkWasmConfig(t *testing.T, where string, c Doc) filter.Config {
+	t.Helper()
+	str := func(path ...any) string {
+		v, err := Dig(c, path...)
+		if err != nil {
+			t.Errorf("%s: %v", where, err)
+			return ""
+		}
+		s, _ := v.(string)
+		return s
+	}
+	if got := str("failure_policy"); got != "FAIL_CLOSED" {
+		t.Errorf("%s: failure_policy = %q, want FAIL_CLOSED", where, got)
+	}
+	if _, ok := c["fail_open"]; ok {
+		t.Errorf("%s: fail_open is deprecated; use failure_policy", where)
+	}
+	if got := str("vm_config", "runtime"); got != "envoy.wasm.runtime.v8" {
+		t.Errorf("%s: runtime = %q, want envoy.wasm.runtime.v8", where, got)
+	}
+	if got := str("configuration", "@type"); got != "type.googleapis.com/google.protobuf.StringValue" {
+		t.Errorf("%s: configuration type = %q", where, got)
+	}
+	cfg, err := filter.ParseConfig([]byte(str("configuration", "value")))
+	if err != nil {
+		t.Errorf("%s: plugin configuration: %v", where, err)
+	}
+	return cfg
+}
+
+// The committed bootstrap: the module on V8, fail closed, a configuration the
+// filter accepts whose body limit is the listener's buffer limit and the
+// sidecar's default, the admin listener on loopback.
+func TestCommittedBootstrap(t *testing.T) {
+	d := committed(t)
+	wc, err := WasmConfig(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := checkWasmConfig(t, "envoy.yaml", wc)
+	if cfg.MaxBodyBytes != filter.DefaultMaxBodyBytes {
+		t.Errorf("max_body_bytes = %d, want the default %d", cfg.MaxBodyBytes, filter.DefaultMaxBodyBytes)
+	}
+	if cfg.TrustKVHints {
+		t.Error("the committed bootstrap must not trust hints")
+	}
+	limit, err := Dig(d, "static_resources", "listeners", 0, "per_connection_buffer_limit_bytes")
+	if err != nil || limit != float64(cfg.MaxBodyBytes+BufferHeadroom) {
+		t.Errorf("listener per_connection_buffer_limit_bytes = %v (%v), want max_body_bytes %d + %d", limit, err, cfg.MaxBodyBytes, BufferHeadroom)
+	}
+	hf, err := Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []any
+	for _, f := range hf.([]any) {
+		names = append(names, f.(Doc)["name"])
+	}
+	if want := []any{WasmFilterName, "envoy.filters.http.router"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("http filters %v, want %v", names, want)
+	}
+	file, err := Dig(wc, "vm_config", "code", "local", "filename")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("..", file.(string))); err != nil {
+		t.Errorf("module %v (relative to the repository root): %v", file, err)
+	}
+	if a, err := Dig(d, "admin", "address", "socket_address", "address"); err != nil || a != "127.0.0.1" {
+		t.Errorf("admin address = %v (%v), want 127.0.0.1", a, err)
+	}
+	// Render keeps everything but what it is asked to change.
+	out, err := Render(Options{AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.wasm",
+		Listeners: []Listener{{Name: "a", Port: 3}, {Name: "b", Port: 4, NoFilter: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := Dig(r, "stats_config"); !reflect.DeepEqual(got, d["stats_config"]) {
+		t.Error("Render changed stats_config")
+	}
+	rc, err := WasmConfig(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := Dig(rc, "vm_config", "code", "local", "filename"); f != "/m.wasm" {
+		t.Errorf("rendered module path = %v", f)
+	}
+	if hf, _ := Dig(r, "static_resources", "listeners", 1, "filter_chains", 0, "filters", 0, "typed_config", "http_filters"); len(hf.([]any)) != 1 {
+		t.Errorf("NoFilter listener keeps %d http filters, want only the router", len(hf.([]any)))
+	}
+}
+
+// Every configuration in envoy/ and each one the tests and the Istio
+// manifests build passes `envoy --mode validate`, which loads the module on
+// V8 and runs its configuration callbacks.
+func TestValidate(t *testing.T) {
+	bin := Binary(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := filepath.Join(root, "wasm", "kvgate.wasm")
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	type job struct {
+		name, config string
+		extra        []string
+	}
+	var jobs []job
+	files, _ := filepath.Glob("*.yaml")
+	for _, f := range files {
+		abs, _ := filepath.Abs(f)
+		jobs = append(jobs, job{name: f, config: abs})
+	}
+	rendered, err := Render(Options{AdminPort: 19901, Upstream: "127.0.0.1:18000", ModulePath: module,
+		Listeners: []Listener{
+			{Name: "untrusted", Port: 18001},
+			{Name: "trusted", Port: 18002, PluginConfig: `{"trust_kv_hints":true,"max_depth":4,"max_body_bytes":1024,"exclude_paths":["/health"]}`},
+			{Name: "plain", Port: 18003, NoFilter: true},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs = append(jobs, job{name: "rendered", config: write("rendered.json", rendered)})
+
+	// Istio: the bootstrap fragment of stats.yaml merged into a bootstrap
+	// without stats tags, as Istio merges it into its own.
+	base := committed(t)
+	delete(base, "stats_config")
+	wc, _ := WasmConfig(base)
+	wc["vm_config"].(Doc)["code"] = Doc{"local": Doc{"filename": module}}
+	b, _ := json.Marshal(base)
+	frag, _ := json.Marshal(istioBootstrapFragment(t))
+	jobs = append(jobs, job{name: "istio/stats.yaml overlay", config: write("nostats.json", b), extra: []string{"--config-yaml", string(frag)}})
+
+	// Istio: the EnvoyFilter patches applied to the committed listener.
+	jobs = append(jobs, job{name: "istio/envoyfilter.yaml patches", config: write("envoyfilter.json", envoyFilterApplied(t, module))})
+
+	for _, j := range jobs {
+		t.Run(strings.ReplaceAll(j.name, "/", "_"), func(t *testing.T) {
+			t.Parallel()
+			if err := Validate(bin, root, j.config, j.extra...); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// A configuration the filter refuses must fail validation: the plugin
+	// configuration is checked at start-up, not at request time.
+	t.Run("unknown_member_fails", func(t *testing.T) {
+		t.Parallel()
+		bad, err := Render(Options{AdminPort: 19902, Upstream: "127.0.0.1:18000", ModulePath: module,
+			Listeners: []Listener{{Name: "bad", Port: 18004, PluginConfig: `{"trust_kv_hint":true}`}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Validate(bin, root, write("bad.json", bad)); err == nil {
+			t.Error("a plugin configuration with an unknown member validated")
+		} else if !strings.Contains(err.Error(), "unknown member") {
+			t.Errorf("validation failed without the filter's reason: %v", err)
+		}
+	})
+}

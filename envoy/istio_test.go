@@ -1,0 +1,351 @@
+package envoy
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	extensions "istio.io/api/extensions/v1alpha1"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/wasm"
+)
+
+// object is one Kubernetes document of a manifest file.
+type object struct {
+	file, kind string
+	doc        map[string]json.RawMessage
+}
+
+// readObjects reads every document of the YAML files in istio/.
+func readObjects(t *testing.T) []object {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("istio", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in istio/: %v", err)
+	}
+	var out []object
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, part := range splitDocs(raw) {
+			j, err := yaml.YAMLToJSON(part)
+			if err != nil {
+				t.Fatalf("%s document %d: %v", f, i, err)
+			}
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(j, &doc); err != nil {
+				t.Fatalf("%s document %d: %v", f, i, err)
+			}
+			var kind string
+			_ = json.Unmarshal(doc["kind"], &kind)
+			out = append(out, object{file: f, kind: kind, doc: doc})
+		}
+	}
+	return out
+}
+
+// splitDocs splits a YAML stream at "---" lines, dropping empty documents.
+func splitDocs(b []byte) [][]byte {
+	var out [][]byte
+	for _, p := range bytes.Split(append([]byte("\n"), b...), []byte("\n---\n")) {
+		if len(bytes.TrimSpace(stripComments(p))) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func stripComments(b []byte) []byte {
+	var out []byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			out = append(out, l...)
+		}
+	}
+	return out
+}
+
+// strict parses JSON into an Istio API message, rejecting unknown fields.
+func strict(t *testing.T, where string, j []byte, m proto.Message) {
+	t.Helper()
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(j, m); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+}
+
+// checkTop rejects unknown top-level and metadata members of a manifest.
+func checkTop(t *testing.T, o object, apiVersion string) {
+	t.Helper()
+	for k := range o.doc {
+		switch k {
+		case "apiVersion", "kind", "metadata", "spec", "data":
+		default:
+			t.Errorf("%s %s: unknown member %q", o.file, o.kind, k)
+		}
+	}
+	var av string
+	_ = json.Unmarshal(o.doc["apiVersion"], &av)
+	if av != apiVersion {
+		t.Errorf("%s %s: apiVersion %q, want %q", o.file, o.kind, av, apiVersion)
+	}
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(o.doc["metadata"], &meta); err != nil {
+		t.Errorf("%s %s: metadata: %v", o.file, o.kind, err)
+	}
+	for k := range meta {
+		switch k {
+		case "name", "namespace", "labels", "annotations":
+		default:
+			t.Errorf("%s %s: unknown metadata member %q", o.file, o.kind, k)
+		}
+	}
+	if meta["name"] == nil {
+		t.Errorf("%s %s: no metadata.name", o.file, o.kind)
+	}
+}
+
+// Both Istio manifests parse into the istio.io/api types with unknown fields
+// rejected, and say what envoy.yaml says: the same plugin configuration,
+// fail closed, the 4 MiB buffer limit, the committed module's digest.
+func TestIstioManifests(t *testing.T) {
+	want, err := filter.ParseConfig([]byte(mustConfigValue(t, committed(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range readObjects(t) {
+		where := o.file + " " + o.kind
+		kinds[filepath.Base(o.file)+" "+o.kind]++
+		switch o.kind {
+		case "WasmPlugin":
+			checkTop(t, o, "extensions.istio.io/v1alpha1")
+			var wp extensions.WasmPlugin
+			strict(t, where, o.doc["spec"], &wp)
+			if wp.GetFailStrategy() != extensions.FailStrategy_FAIL_CLOSE {
+				t.Errorf("%s: failStrategy %v, want FAIL_CLOSE", where, wp.GetFailStrategy())
+			}
+			if wp.GetPhase() != extensions.PluginPhase_AUTHZ {
+				t.Errorf("%s: phase %v, want AUTHZ", where, wp.GetPhase())
+			}
+			if wp.GetType() != extensions.PluginType_HTTP {
+				t.Errorf("%s: type %v, want HTTP", where, wp.GetType())
+			}
+			if !strings.HasPrefix(wp.GetUrl(), "oci://") {
+				t.Errorf("%s: url %q, want an oci:// image", where, wp.GetUrl())
+			}
+			if d := OCIImage(wasm.Module, "").Digest; "sha256:"+wp.GetSha256() != d {
+				t.Errorf("%s: sha256 %s is not the image digest of the committed wasm/kvgate.wasm: %s\n(run `go run ./envoy/cmd/kvgate-oci` and update the manifest)", where, wp.GetSha256(), strings.TrimPrefix(d, "sha256:"))
+			}
+			if len(wp.GetMatch()) != 1 || len(wp.GetMatch()[0].GetPorts()) != 0 || wp.GetMatch()[0].GetMode().String() != "SERVER" {
+				t.Errorf("%s: match %v, want inbound (SERVER) only", where, wp.GetMatch())
+			}
+			// Istio hands pluginConfig to the module as its JSON.
+			j, err := protojson.Marshal(wp.GetPluginConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := filter.ParseConfig(j)
+			if err != nil {
+				t.Errorf("%s: pluginConfig %s: %v", where, j, err)
+			} else if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: pluginConfig %+v, envoy.yaml has %+v", where, got, want)
+			}
+		case "EnvoyFilter":
+			checkTop(t, o, "networking.istio.io/v1alpha3")
+			var ef networking.EnvoyFilter
+			strict(t, where, o.doc["spec"], &ef)
+			if len(ef.GetWorkloadSelector().GetLabels()) == 0 {
+				t.Errorf("%s: no workloadSelector: it would apply to every proxy", where)
+			}
+			sawLimit, sawFilter := false, false
+			for _, p := range ef.GetConfigPatches() {
+				if p.GetMatch().GetContext() != networking.EnvoyFilter_SIDECAR_INBOUND {
+					t.Errorf("%s: patch %v context %v, want SIDECAR_INBOUND", where, p.GetApplyTo(), p.GetMatch().GetContext())
+				}
+				v := p.GetPatch().GetValue().AsMap()
+				switch p.GetApplyTo() {
+				case networking.EnvoyFilter_LISTENER:
+					sawLimit = v["per_connection_buffer_limit_bytes"] == float64(want.MaxBodyBytes+BufferHeadroom) &&
+						p.GetPatch().GetOperation() == networking.EnvoyFilter_Patch_MERGE
+				case networking.EnvoyFilter_HTTP_FILTER:
+					sawFilter = true
+					c, err := Dig(v, "typed_config", "config")
+					if err != nil {
+						t.Fatalf("%s: %v", where, err)
+					}
+					if got := checkWasmConfig(t, where, c.(Doc)); !reflect.DeepEqual(got, want) {
+						t.Errorf("%s: configuration %+v, envoy.yaml has %+v", where, got, want)
+					}
+				default:
+					t.Errorf("%s: unexpected patch %v", where, p.GetApplyTo())
+				}
+			}
+			if !sawLimit {
+				t.Errorf("%s: no LISTENER MERGE of per_connection_buffer_limit_bytes %d", where, want.MaxBodyBytes+BufferHeadroom)
+			}
+			if o.file == filepath.Join("istio", "envoyfilter.yaml") && !sawFilter {
+				t.Errorf("%s: no wasm HTTP_FILTER patch", where)
+			}
+		case "ConfigMap":
+			checkTop(t, o, "v1")
+			_ = istioBootstrapFragment(t) // checked in TestStatsTagsFollowMetricname
+		case "":
+			// worker-annotations.yaml: a pod template patch.
+			ann := podAnnotations(t, o)
+			if ann["sidecar.istio.io/bootstrapOverride"] != "kvgate-stats-bootstrap" {
+				t.Errorf("%s: bootstrapOverride = %q", o.file, ann["sidecar.istio.io/bootstrapOverride"])
+			}
+			j, err := yaml.YAMLToJSON([]byte(ann["proxy.istio.io/config"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pc meshconfig.ProxyConfig
+			strict(t, o.file+" proxy.istio.io/config", j, &pc)
+			m := pc.GetProxyStatsMatcher()
+			for _, name := range filter.MetricNames() {
+				full := "wasmcustom." + name
+				ok := false
+				for _, p := range m.GetInclusionPrefixes() {
+					ok = ok || strings.HasPrefix(full, p)
+				}
+				if !ok {
+					t.Errorf("%s: proxyStatsMatcher does not include %s", o.file, full)
+				}
+			}
+		default:
+			t.Errorf("%s: unexpected kind %q", o.file, o.kind)
+		}
+	}
+	for _, k := range []string{"wasmplugin.yaml WasmPlugin", "wasmplugin.yaml EnvoyFilter", "envoyfilter.yaml EnvoyFilter", "stats.yaml ConfigMap", "worker-annotations.yaml "} {
+		if kinds[k] != 1 {
+			t.Errorf("want exactly one %q, have %d", k, kinds[k])
+		}
+	}
+}
+
+// The strict parse is what catches a typo.
+func TestIstioTypoFails(t *testing.T) {
+	for _, c := range []struct {
+		m    proto.Message
+		spec string
+	}{
+		{&extensions.WasmPlugin{}, `{"url":"oci://x/y:1","failStrategyy":"FAIL_CLOSE"}`},
+		{&extensions.WasmPlugin{}, `{"url":"oci://x/y:1","failStrategy":"FAIL_CLOSED"}`},
+		{&networking.EnvoyFilter{}, `{"configPatches":[{"applyTo":"LISTENER","patchh":{}}]}`},
+		{&meshconfig.ProxyConfig{}, `{"proxyStatsMatcher":{"inclusionPrefix":["x"]}}`},
+	} {
+		if err := (protojson.UnmarshalOptions{}).Unmarshal([]byte(c.spec), c.m); err == nil {
+			t.Errorf("%T accepted %s", c.m, c.spec)
+		}
+	}
+}
+
+func mustConfigValue(t *testing.T, d Doc) string {
+	t.Helper()
+	wc, err := WasmConfig(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Dig(wc, "configuration", "value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(string)
+}
+
+// istioBootstrapFragment returns custom_bootstrap.json of istio/stats.yaml.
+func istioBootstrapFragment(t *testing.T) Doc {
+	t.Helper()
+	for _, o := range readObjects(t) {
+		if o.kind != "ConfigMap" {
+			continue
+		}
+		var data map[string]string
+		if err := json.Unmarshal(o.doc["data"], &data); err != nil {
+			t.Fatal(err)
+		}
+		var d Doc
+		dec := json.NewDecoder(strings.NewReader(data["custom_bootstrap.json"]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
+			t.Fatalf("%s: custom_bootstrap.json: %v", o.file, err)
+		}
+		return d
+	}
+	t.Fatal("no ConfigMap with custom_bootstrap.json in istio/")
+	return nil
+}
+
+func podAnnotations(t *testing.T, o object) map[string]string {
+	t.Helper()
+	var p struct {
+		Spec struct {
+			Template struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	b, _ := json.Marshal(o.doc)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("%s: %v", o.file, err)
+	}
+	return p.Spec.Template.Metadata.Annotations
+}
+
+// envoyFilterApplied returns the committed bootstrap with the patches of
+// istio/envoyfilter.yaml applied to its listener the way Istio applies them
+// to the inbound listener: LISTENER merged, HTTP_FILTER inserted first (in
+// place of the committed wasm filter), the module path set to module.
+func envoyFilterApplied(t *testing.T, module string) []byte {
+	t.Helper()
+	d := committed(t)
+	l, _ := Dig(d, "static_resources", "listeners", 0)
+	tc, _ := Dig(l, "filter_chains", 0, "filters", 0, "typed_config")
+	for _, o := range readObjects(t) {
+		if o.kind != "EnvoyFilter" || o.file != filepath.Join("istio", "envoyfilter.yaml") {
+			continue
+		}
+		var ef networking.EnvoyFilter
+		strict(t, o.file, o.doc["spec"], &ef)
+		for _, p := range ef.GetConfigPatches() {
+			v := p.GetPatch().GetValue().AsMap()
+			switch p.GetApplyTo() {
+			case networking.EnvoyFilter_LISTENER:
+				for k, x := range v {
+					l.(Doc)[k] = x
+				}
+			case networking.EnvoyFilter_HTTP_FILTER:
+				c, _ := Dig(v, "typed_config", "config", "vm_config")
+				c.(Doc)["code"] = Doc{"local": Doc{"filename": module}}
+				var rest []any
+				for _, f := range tc.(Doc)["http_filters"].([]any) {
+					if f.(Doc)["name"] != WasmFilterName {
+						rest = append(rest, f)
+					}
+				}
+				tc.(Doc)["http_filters"] = append([]any{v}, rest...)
+			}
+		}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
