@@ -95,6 +95,11 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
 		return nil, reject(413, "request body is larger than the limit of "+itoa(p.MaxBodyBytes)+" bytes")
 	}
+	if len(body) == 0 {
+		// No body, no hint: hosts forward body-less requests uninspected,
+		// and the worker answers an empty POST itself.
+		return body, Result{Outcome: OutcomeNoHint}
+	}
 	firstKept, msg := r.scan(body)
 	if msg != "" {
 		return nil, reject(400, msg)
@@ -154,7 +159,7 @@ func (r *Rewriter) scan(b []byte) (firstKept int, msg string) {
 	}
 	i = skipWS(b, i)
 	if i == len(b) {
-		return -1, "request body is empty; expected a JSON object"
+		return -1, "request body holds only whitespace; expected a JSON object"
 	}
 	if b[i] != '{' {
 		// No member can be a hint; the value only has to be valid JSON.

@@ -88,8 +88,7 @@ func TestRewriteRejects(t *testing.T) {
 		status     int
 		msg        string
 	}{
-		{"empty", "", 400, "empty"},
-		{"spaces", "  \n", 400, "empty"},
+		{"spaces", "  \n", 400, "whitespace"},
 		{"trailing object", `{} {}`, 400, "extra data"},
 		{"trailing garbage", `{"a":1}x`, 400, "extra data"},
 		{"unterminated", `{"a":"x`, 400, "unterminated"},
@@ -129,6 +128,15 @@ func TestRewriteRejects(t *testing.T) {
 	}
 	if out, res := Rewrite([]byte(`{"a":"1234"}`), Policy{MaxBodyBytes: 12}); res.Outcome != OutcomeNoHint || len(out) != 12 {
 		t.Errorf("at limit: %+v", res)
+	}
+}
+
+func TestEmptyBodyIsNoBody(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		out, res := Rewrite([]byte{}, Policy{Trusted: trusted})
+		if len(out) != 0 || res.Outcome != OutcomeNoHint {
+			t.Errorf("trusted=%v: %q %+v", trusted, out, res)
+		}
 	}
 }
 
