@@ -323,6 +323,10 @@ def check_forward_vector(c, req):
         need(e["reason"] == want_reason, "reason must be %r for %s" % (want_reason, o))
     need(o != "stripped" or not trusted, "stripped is an untrusted outcome")
     need(o != "admitted" or trusted, "admitted is a trusted outcome")
+    if req == b"":
+        # No body at all: nothing to inspect, so it is forwarded as it is.
+        need(o == "no_hint", "an empty body has no hint to act on")
+        return req
     _, _, hints = hint_members(req)
     orig = worker_view(req)
     nulls = [orig_hint_is_null(req, m) for m in hints]
@@ -365,6 +369,10 @@ def check_worker_sees(c, req, fwd):
     """What the worker reads from `fwd` (bytes) is what the vector decided."""
     e = c["expect"]
     o, trusted = e["outcome"], c["trusted"]
+    if fwd == b"":
+        # The worker gets no body, so no hint; it answers that itself.
+        need(req == b"" and o == "no_hint", "an empty body forwarded for a non-empty request")
+        return
     try:
         seen = worker_view(fwd)
     except Exception as ex:
