@@ -40,10 +40,14 @@ $(VENV)/.installed: tests/requirements.txt
 	$(VENV)/bin/envoy --version
 	touch $@
 
-# The module is committed; `make wasm` rebuilds it, `make wasm-check` fails
-# when the committed bytes are not what the sources build.
+# The module is committed; `make wasm` rebuilds it and writes its OCI image
+# digest into the Istio WasmPlugin, `make wasm-check` fails when the
+# committed bytes are not what the sources build.
 wasm:
 	sh wasm/build.sh
+	@tmp=$$(mktemp -d) && digest=$$($(GO) run ./envoy/cmd/kvgate-oci -o $$tmp/oci | sed -n 's/^WasmPlugin sha256: //p') && rm -rf $$tmp && \
+	test -n "$$digest" && sed -i -E "s/^(  sha256: )[0-9a-f]{64}$$/\1$$digest/" envoy/istio/wasmplugin.yaml && \
+	echo "envoy/istio/wasmplugin.yaml: sha256 $$digest"
 
 wasm-check:
 	@tmp=$$(mktemp -d) && sh wasm/build.sh $$tmp/kvgate.wasm && \

@@ -164,6 +164,9 @@ type outcome struct {
 	forwarded bool   // the request went upstream
 	body      []byte // the forwarded body
 	local     *localReply
+	// streamed is set when a body chunk was let through before the end of
+	// the stream: right for excluded paths, a leak for inspected ones.
+	streamed bool
 }
 
 const rootID = 1
@@ -200,7 +203,8 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 	if h.local != nil {
 		return outcome{local: h.local}
 	}
-	headersPaused := a == Pause
+	_ = a
+	streamed := false
 	var chunks [][]byte
 	switch m {
 	case modeLength:
@@ -217,9 +221,8 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		if h.local != nil {
 			return outcome{local: h.local}
 		}
-		if last == Continue && !eos && !headersPaused {
-			// a passing stream forwards as data flows
-			continue
+		if last == Continue && !eos {
+			streamed = true // this chunk went upstream as it came
 		}
 	}
 	if m == modeTrailers {
@@ -229,9 +232,9 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		}
 	}
 	if last != Continue {
-		return outcome{}
+		return outcome{streamed: streamed}
 	}
-	return outcome{forwarded: true, body: h.body}
+	return outcome{forwarded: true, body: h.body, streamed: streamed}
 }
 
 func itoa(n int) string {

@@ -195,7 +195,14 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 // OnRequestHeaders decides whether the request's body must be inspected. It
 // answers 415 for an encoded body and 413 for a declared length over the
 // limit; otherwise it removes Content-Length (the body may change length)
-// and pauses until the body is buffered.
+// and lets the headers go on. The body itself is held back by
+// OnRequestBody until the whole of it has been filtered.
+//
+// Pausing here would be wrong: Envoy turns a pause in the header callback
+// into "stop all iteration" and never delivers the body to the filter, so
+// the request would hang. Headers that went upstream early are harmless: a
+// local reply resets the upstream stream, and no body byte is forwarded
+// before the decision.
 func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (a Action) {
 	defer p.guard(id, &a)
 	s := p.stream(id)
@@ -242,7 +249,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		return p.fail(id, s, "cannot remove content-length: "+err.Error())
 	}
 	s.state = stBuffering
-	return Pause
+	return Continue
 }
 
 // OnRequestBody buffers the body until the end of the stream, then filters

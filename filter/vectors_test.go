@@ -83,6 +83,9 @@ func TestVectors(t *testing.T) {
 			before := counterDeltas(get)
 			id++
 			out := send(p, h, id, c.Request.Method, c.Request.Path, c.Request.Headers, c.Request.Body, m)
+			if out.streamed {
+				t.Errorf("%s [%v]: a body chunk went upstream before the whole body was filtered", c.Name, m)
+			}
 			if err := checkVector(c, out.forwarded, out.body, out.local, sub(counterDeltas(get), before)); err != "" {
 				t.Errorf("%s [%v]: %s", c.Name, m, err)
 			}
