@@ -2,7 +2,11 @@
 
 package abi
 
-import "github.com/kvgate/kvgate/filter"
+import (
+	"runtime"
+
+	"github.com/kvgate/kvgate/filter"
+)
 
 // plugin is the VM's filter. Go's runtime and package initialization run in
 // _initialize, before any of these callbacks.
@@ -70,7 +74,16 @@ func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
 
 //go:wasmexport proxy_on_done
 func proxyOnDone(contextID uint32) uint32 {
-	return b2u(plugin.OnDone(contextID))
+	ok := b2u(plugin.OnDone(contextID))
+	// Let the garbage collector's mark worker run between requests. The
+	// host calls exports on one thread and never lets the Go scheduler run
+	// other goroutines, so a collection that started (say, while buffers
+	// grew for a large body) would otherwise stay in its mark phase for as
+	// long as the guest stops allocating, with every pointer write paying
+	// the write barrier. Gosched never idles the scheduler (this goroutine
+	// stays runnable), so it never reaches WASI poll_oneoff.
+	runtime.Gosched()
+	return ok
 }
 
 //go:wasmexport proxy_on_log
