@@ -97,7 +97,7 @@ type Plugin struct {
 
 // New returns a Plugin that talks to host.
 func New(host Host) *Plugin {
-	return &Plugin{host: host}
+	return &Plugin{host: host, rw: kvhints.Rewriter{NoSnapshot: true}}
 }
 
 func (p *Plugin) stream(id uint32) *stream {
@@ -403,7 +403,7 @@ func (p *Plugin) fail(id uint32, s *stream, why string) Action {
 // Rewriter is replaced, since a panic may have left it inconsistent.
 func (p *Plugin) guard(id uint32, a *Action) {
 	if r := recover(); r != nil {
-		p.rw = kvhints.Rewriter{}
+		p.rw = kvhints.Rewriter{NoSnapshot: true}
 		*a = p.fail(id, p.stream(id), "internal error")
 	}
 }

@@ -86,6 +86,21 @@ func Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 // Admit is the package-level Admit with reusable scratch space: rules 1 to 5
 // of DESIGN.md section 3, in order.
 func (a *Admitter) Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
+	canon, reason := a.admit(raw, lim)
+	if canon == nil {
+		return nil, reason
+	}
+	s := new(Snapshot)
+	if err := layout(bytes.Clone(canon), &a.canon, s); err != nil {
+		return nil, ReasonMalformed // not reached: admit checked the layout
+	}
+	return s, ReasonNone
+}
+
+// admit applies the rules and returns the canonical bytes of an admitted
+// envelope, aliasing a's scratch space (valid until the next call), or nil
+// and the reason. It allocates nothing once a's buffers have grown.
+func (a *Admitter) admit(raw []byte, lim Limits) ([]byte, Reason) {
 	i := skipWS(raw, 0)
 	v := raw[i:]
 	// Rule 1 and 2.
@@ -123,11 +138,10 @@ func (a *Admitter) Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 		return nil, ReasonUnknownVersion
 	}
 	// Rule 5's structure.
-	snap, err := layout(bytes.Clone(canon), &a.canon)
-	if err != nil {
+	if err := layout(canon, &a.canon, nil); err != nil {
 		return nil, ReasonMalformed
 	}
-	return snap, ReasonNone
+	return canon, ReasonNone
 }
 
 // versionOr applies rule 3 to the raw object v and returns its verdict, or

@@ -1,6 +1,9 @@
 package kvhints
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // Outcome is what the rewrite did with a request body.
 type Outcome uint8
@@ -75,6 +78,11 @@ func Rewrite(body []byte, p Policy) ([]byte, Result) {
 // long-lived caller (the wasm guest) allocates nothing per request in steady
 // state. It is not safe for concurrent use.
 type Rewriter struct {
+	// NoSnapshot leaves Result.Snapshot nil for admitted hints. A caller
+	// that only forwards the body (the wasm guest) then allocates nothing
+	// per request once the buffers have grown.
+	NoSnapshot bool
+
 	out     []byte
 	stack   []byte
 	hints   []member
@@ -128,15 +136,20 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 		return body, Result{Outcome: OutcomeNullHint}
 	}
 	h := r.hints[0]
-	snap, reason := r.admit.Admit(body[h.val:h.valEnd], p.Limits)
-	if reason != ReasonNone {
+	canon, reason := r.admit.admit(body[h.val:h.valEnd], p.Limits)
+	if canon == nil {
 		return r.remove(body, firstKept), Result{Outcome: OutcomeDiscarded, Reason: reason}
 	}
+	res := Result{Outcome: OutcomeAdmitted}
+	if !r.NoSnapshot {
+		res.Snapshot = new(Snapshot)
+		_ = layout(bytes.Clone(canon), &r.admit.canon, res.Snapshot) // checked by admit
+	}
 	out := append(r.out[:0], body[:h.val]...)
-	out = append(out, snap.b...)
+	out = append(out, canon...)
 	out = append(out, body[h.valEnd:]...)
 	r.out = out
-	return out, Result{Outcome: OutcomeAdmitted, Snapshot: snap}
+	return out, res
 }
 
 func reject(status int, msg string) Result {

@@ -161,6 +161,19 @@ func TestRewriterReuse(t *testing.T) {
 	}
 }
 
+func TestRewriterNoSnapshotAllocatesNothing(t *testing.T) {
+	r := Rewriter{NoSnapshot: true}
+	body := []byte(`{"model":"m", "kv_hints": ` + refEnvelope + `, "prompt":"x"}`)
+	out, res := r.Rewrite(body, Policy{Trusted: true})
+	if res.Outcome != OutcomeAdmitted || res.Snapshot != nil || string(out) != string(body) {
+		t.Fatalf("%+v %s", res, out)
+	}
+	allocs := testing.AllocsPerRun(100, func() { r.Rewrite(body, Policy{Trusted: true}) })
+	if allocs != 0 {
+		t.Fatalf("steady-state trusted rewrite allocates %v times", allocs)
+	}
+}
+
 func TestErrorBody(t *testing.T) {
 	got := string(ErrorBody(400, "bad \"body\"\n"))
 	want := `{"error":{"message":"bad \"body\"\n","type":"invalid_request_error","code":400}}`

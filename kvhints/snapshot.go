@@ -21,11 +21,12 @@ type actionSpan struct {
 
 // layout checks the version 0.1 structure of the canonical envelope b
 // (rule 5 without the content rules, which canonicalization applied) from
-// the positions c recorded while producing b, and returns its snapshot.
-func layout(b []byte, c *canonicalizer) (*Snapshot, error) {
-	s := &Snapshot{b: b}
+// the positions c recorded while producing b. When s is not nil it is
+// filled in as the snapshot of b.
+func layout(b []byte, c *canonicalizer, s *Snapshot) error {
 	var scratch [64]byte
 	msgOK, actionsOK := false, false
+	var actionsVal span
 	for _, m := range c.top {
 		key, val := b[m.key.start:m.key.end], b[m.val.start:m.val.end]
 		switch {
@@ -33,19 +34,21 @@ func layout(b []byte, c *canonicalizer) (*Snapshot, error) {
 			msgOK = nonEmptyString(val)
 		case keyIs(key, "actions", scratch[:0]):
 			if val[0] != '[' {
-				return nil, errLayout
+				return errLayout
 			}
 			actionsOK = true
-			s.actionsVal = m.val
+			actionsVal = m.val
 		}
 	}
 	if !msgOK || !actionsOK {
-		return nil, errLayout
+		return errLayout
 	}
-	s.actions = make([]actionSpan, 0, len(c.elems))
+	if s != nil {
+		*s = Snapshot{b: b, actionsVal: actionsVal, actions: make([]actionSpan, 0, len(c.elems))}
+	}
 	for _, e := range c.elems {
 		if b[e.val.start] != '{' {
-			return nil, errLayout
+			return errLayout
 		}
 		a := actionSpan{obj: e.val}
 		var have [4]bool
@@ -63,11 +66,13 @@ func layout(b []byte, c *canonicalizer) (*Snapshot, error) {
 			}
 		}
 		if have != [4]bool{true, true, true, true} {
-			return nil, errLayout
+			return errLayout
 		}
-		s.actions = append(s.actions, a)
+		if s != nil {
+			s.actions = append(s.actions, a)
+		}
 	}
-	return s, nil
+	return nil
 }
 
 // parseLayout is layout for bytes that are already canonical.
@@ -77,7 +82,11 @@ func parseLayout(b []byte) (*Snapshot, error) {
 	if status != canonOK {
 		return nil, errLayout
 	}
-	return layout(b[:len(out)], &c)
+	s := new(Snapshot)
+	if err := layout(b[:len(out)], &c, s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // elements calls fn with each raw element of the valid JSON array arr.
