@@ -9,18 +9,6 @@ import (
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
-// vectorConfig is the plugin configuration of a case.
-func vectorConfig(c *vectors.Case) string {
-	doc := `{"trust_kv_hints":` + strconv.FormatBool(c.Trusted)
-	if c.MaxDepth != 0 {
-		doc += `,"max_depth":` + strconv.Itoa(c.MaxDepth)
-	}
-	if c.MaxBodyBytes != 0 {
-		doc += `,"max_body_bytes":` + strconv.Itoa(c.MaxBodyBytes)
-	}
-	return doc + "}"
-}
-
 // counterDeltas reads the vector counters from a host's metrics.
 func counterDeltas(get func(name string) int64) vectors.Counters {
 	rej := int64(0)
@@ -69,7 +57,7 @@ func TestVectors(t *testing.T) {
 	for _, m := range []mode{modeLength, modeChunked, modeTrailers} {
 		for i := range cases {
 			c := &cases[i]
-			k := key{vectorConfig(c), m}
+			k := key{c.FilterConfig(), m}
 			p, h := plugins[k], hosts[k]
 			if p == nil {
 				h = newFakeHost(k.conf)

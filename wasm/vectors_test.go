@@ -10,18 +10,6 @@ import (
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
-// vectorConfig is the plugin configuration of a case.
-func vectorConfig(c *vectors.Case) string {
-	doc := `{"trust_kv_hints":` + strconv.FormatBool(c.Trusted)
-	if c.MaxDepth != 0 {
-		doc += `,"max_depth":` + strconv.Itoa(c.MaxDepth)
-	}
-	if c.MaxBodyBytes != 0 {
-		doc += `,"max_body_bytes":` + strconv.Itoa(c.MaxBodyBytes)
-	}
-	return doc + "}"
-}
-
 // readCounters reads the vector counters through get (by metric name).
 func readCounters(get func(name string) int64) vectors.Counters {
 	ig := func(r string) int {
@@ -100,7 +88,7 @@ func trunc(b []byte) string {
 func groupByConfig(cases []vectors.Case) (order []string, groups map[string][]*vectors.Case) {
 	groups = map[string][]*vectors.Case{}
 	for i := range cases {
-		k := vectorConfig(&cases[i])
+		k := cases[i].FilterConfig()
 		if groups[k] == nil {
 			order = append(order, k)
 		}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,18 +17,6 @@ import (
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
-
-// vectorConfig is the plugin configuration a case runs under.
-func vectorConfig(c *vectors.Case) string {
-	doc := `{"trust_kv_hints":` + strconv.FormatBool(c.Trusted)
-	if c.MaxDepth != 0 {
-		doc += `,"max_depth":` + strconv.Itoa(c.MaxDepth)
-	}
-	if c.MaxBodyBytes != 0 {
-		doc += `,"max_body_bytes":` + strconv.Itoa(c.MaxBodyBytes)
-	}
-	return doc + "}"
-}
 
 // result is what one host did with one case in one framing.
 type result struct {
@@ -83,7 +70,7 @@ func runCases(t *testing.T, w *Worker, h hostRun, tag string, cases []vectors.Ca
 			for k, v := range c.Request.Headers {
 				hdr[k] = v
 			}
-			r, err := send(h.addr[vectorConfig(c)], c.Request.Method, c.Request.Path, hdr, c.Request.Body, chunked)
+			r, err := send(h.addr[c.FilterConfig()], c.Request.Method, c.Request.Path, hdr, c.Request.Body, chunked)
 			res := result{Status: r.Status, Reply: r.Body}
 			if err != nil {
 				res.Err = err.Error()
@@ -148,7 +135,7 @@ func TestParity(t *testing.T) {
 	var configs []string
 	seen := map[string]bool{}
 	for i := range cases {
-		if k := vectorConfig(&cases[i]); !seen[k] {
+		if k := cases[i].FilterConfig(); !seen[k] {
 			seen[k] = true
 			configs = append(configs, k)
 		}

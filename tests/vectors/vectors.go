@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 )
 
 // Case is one conformance case.
@@ -184,4 +185,17 @@ func pick(text, b64 *string) ([]byte, error) {
 		return base64.StdEncoding.DecodeString(*b64)
 	}
 	return nil, nil
+}
+
+// FilterConfig is the filter's plugin configuration (filter/config.go) that
+// a case runs under: its trust mode and any limits it sets.
+func (c *Case) FilterConfig() string {
+	doc := `{"trust_kv_hints":` + strconv.FormatBool(c.Trusted)
+	if c.MaxDepth != 0 {
+		doc += `,"max_depth":` + strconv.Itoa(c.MaxDepth)
+	}
+	if c.MaxBodyBytes != 0 {
+		doc += `,"max_body_bytes":` + strconv.Itoa(c.MaxBodyBytes)
+	}
+	return doc + "}"
 }
