@@ -46,6 +46,10 @@ type Host struct {
 	vmConfig     []byte
 	pluginConfig []byte
 	size         int
+	// interruptible: the module carries interrupt checks (interrupt.go)
+	// and calls are bounded by a per-instance watchdog instead of wazero's
+	// context termination.
+	interruptible bool
 
 	idle     chan *instance
 	metrics  metrics
@@ -97,32 +101,34 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	} else {
 		h.cache = wazero.NewCompilationCache()
 	}
-	cfg := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(opts.MemoryLimitPages).
-		WithCloseOnContextDone(true)
-	h.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
 	fail := func(err error) (*Host, error) {
-		_ = h.rt.Close(ctx)
+		if h.rt != nil {
+			_ = h.rt.Close(ctx)
+		}
 		_ = h.cache.Close(ctx)
 		return nil, err
 	}
+	// Compile the module with interrupt checks (see interrupt.go); when it
+	// cannot be rewritten, or the rewrite does not compile, fall back to
+	// wazero's own (slower) termination on context expiry.
 	env, wasi := envFuncs(), wasiFuncs()
-	b := h.rt.NewHostModuleBuilder("env")
-	export(b, env)
-	if _, err := b.Instantiate(ctx); err != nil {
-		return fail(fmt.Errorf("host: env module: %w", err))
+	if im, ierr := instrumentModule(module); ierr != nil {
+		h.log.Warn("wasm filter module cannot be instrumented for interrupts; using wazero's context termination (slower)", "err", ierr)
+	} else if err := h.compile(ctx, im, env, wasi, false); err == nil {
+		h.interruptible = true
+	} else {
+		h.log.Warn("instrumented wasm filter module does not compile; using wazero's context termination (slower)", "err", err)
 	}
-	b = h.rt.NewHostModuleBuilder("wasi_snapshot_preview1")
-	export(b, wasi)
-	if _, err := b.Instantiate(ctx); err != nil {
-		return fail(fmt.Errorf("host: wasi module: %w", err))
+	if !h.interruptible {
+		if err := h.compile(ctx, module, env, wasi, true); err != nil {
+			return fail(err)
+		}
 	}
-	h.compiled, err = h.rt.CompileModule(ctx, module)
-	if err != nil {
-		return fail(fmt.Errorf("host: compile filter module: %w", err))
+	var intr []hostFunc
+	if h.interruptible {
+		intr = interruptFuncs()
 	}
-	if err := checkModule(h.compiled, env, wasi); err != nil {
+	if err := checkModule(h.compiled, env, wasi, intr); err != nil {
 		return fail(err)
 	}
 	// Start the pool; the first instance alone first, so a configuration
@@ -149,9 +155,53 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	return h, nil
 }
 
+// compile makes a runtime with the host modules and compiles module in it;
+// closeOnDone selects wazero's context-based termination.
+func (h *Host) compile(ctx context.Context, module []byte, env, wasi []hostFunc, closeOnDone bool) error {
+	if h.rt != nil {
+		_ = h.rt.Close(ctx)
+		h.rt, h.compiled = nil, nil
+	}
+	cfg := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(h.cache).
+		WithMemoryLimitPages(h.opts.MemoryLimitPages).
+		WithCloseOnContextDone(closeOnDone)
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	b := rt.NewHostModuleBuilder("env")
+	export(b, env)
+	if _, err := b.Instantiate(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return fmt.Errorf("host: env module: %w", err)
+	}
+	b = rt.NewHostModuleBuilder("wasi_snapshot_preview1")
+	export(b, wasi)
+	if _, err := b.Instantiate(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return fmt.Errorf("host: wasi module: %w", err)
+	}
+	if !closeOnDone {
+		b = rt.NewHostModuleBuilder(interruptModule)
+		export(b, interruptFuncs())
+		if _, err := b.Instantiate(ctx); err != nil {
+			_ = rt.Close(ctx)
+			return fmt.Errorf("host: interrupt module: %w", err)
+		}
+	}
+	cm, err := rt.CompileModule(ctx, module)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return fmt.Errorf("host: compile filter module: %w", err)
+	}
+	h.rt, h.compiled = rt, cm
+	return nil
+}
+
+// instrumentModule is instrument, replaceable by tests.
+var instrumentModule = instrument
+
 // checkModule refuses a module that imports what this host does not
 // provide, or that lacks the exports a proxy-wasm filter needs.
-func checkModule(cm wazero.CompiledModule, env, wasi []hostFunc) error {
+func checkModule(cm wazero.CompiledModule, env, wasi, interrupt []hostFunc) error {
 	have := map[string][]api.ValueType{}
 	results := map[string][]api.ValueType{}
 	for _, f := range env {
@@ -159,6 +209,10 @@ func checkModule(cm wazero.CompiledModule, env, wasi []hostFunc) error {
 	}
 	for _, f := range wasi {
 		k := "wasi_snapshot_preview1." + f.name
+		have[k], results[k] = f.params, f.results
+	}
+	for _, f := range interrupt {
+		k := interruptModule + "." + f.name
 		have[k], results[k] = f.params, f.results
 	}
 	var missing []string
@@ -224,6 +278,7 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 	}
 	h.live.Add(1)
 	in := &instance{h: h, mod: mod, startupLog: []string{}}
+	in.ctx = context.WithValue(context.Background(), instKey{}, in)
 	for name := range mod.ExportedMemoryDefinitions() {
 		in.mem = mod.ExportedMemory(name)
 		break
@@ -244,9 +299,12 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 			in.close()
 		}
 	}()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.CallTimeout)
-	defer cancel()
-	cctx = context.WithValue(cctx, instKey{}, in)
+	cctx, end := in.begin()
+	defer func() {
+		if end() && err != nil {
+			err = fmt.Errorf("%w (start-up ran longer than %v)", err, h.opts.CallTimeout)
+		}
+	}()
 	failed := func(what string, err error) error {
 		msg := fmt.Sprintf("host: filter start-up failed in %s", what)
 		if err != nil {
@@ -307,13 +365,15 @@ func (h *Host) Filter(ctx context.Context, r *Request) (*Decision, error) {
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), h.opts.CallTimeout)
-	d, err := in.run(context.WithValue(cctx, instKey{}, in), r)
-	timedOut := cctx.Err() != nil
-	cancel()
+	cctx, end := in.begin()
+	d, err := in.run(cctx, r)
+	timedOut := end()
 	switch {
 	case timedOut && err != nil:
 		h.release(in, reasonTimeout)
+		if err != nil {
+			err = &TrapError{Callback: callbackName(err), Err: fmt.Errorf("%w: the filter ran longer than %v", context.DeadlineExceeded, h.opts.CallTimeout)}
+		}
 	case err != nil && isTrap(err):
 		h.release(in, reasonTrap)
 	case uint64(in.mem.Size()) > h.opts.RetireBytes:
@@ -322,6 +382,14 @@ func (h *Host) Filter(ctx context.Context, r *Request) (*Decision, error) {
 		h.release(in, -1)
 	}
 	return d, err
+}
+
+func callbackName(err error) string {
+	var t *TrapError
+	if errors.As(err, &t) {
+		return t.Callback
+	}
+	return "filter"
 }
 
 func isTrap(err error) bool {

@@ -3,10 +3,12 @@ package host
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 )
@@ -59,6 +61,13 @@ type instance struct {
 	onContextCreate, onRequestHeaders, onRequestBody, onRequestTrailers,
 	onDone, onLog, onDelete api.Function
 
+	// ctx carries the instance to the host functions; calls made with it
+	// have no deadline of their own (see begin).
+	ctx context.Context
+	// deadline bounds the current session's calls (instrumented modules:
+	// the guest checks it through interruptFuncs).
+	deadline time.Time
+
 	stack      [4]uint64
 	out        [2][]byte // partial stdout and stderr lines
 	nextID     uint32
@@ -85,6 +94,42 @@ type exchange struct {
 }
 
 const rootContextID = 1
+
+// begin starts one bounded session of guest calls (start-up, or one
+// request) and returns the context to make them with; end stops the clock
+// and reports whether the session ran out of time, in which case the
+// instance must not be reused.
+func (in *instance) begin() (ctx context.Context, end func() (timedOut bool)) {
+	d := in.h.opts.CallTimeout
+	if !in.h.interruptible {
+		cctx, cancel := context.WithTimeout(context.Background(), d)
+		return context.WithValue(cctx, instKey{}, in), func() bool {
+			t := cctx.Err() != nil
+			cancel()
+			return t
+		}
+	}
+	in.deadline = time.Now().Add(d)
+	return in.ctx, in.endSession
+}
+
+func (in *instance) endSession() bool {
+	return !time.Now().Before(in.deadline)
+}
+
+// errCallTimeout is the trap of a guest that ran past its deadline.
+var errCallTimeout = errors.New("the filter ran longer than its call timeout")
+
+// interruptFuncs is the host module the instrumented guest calls every
+// interruptMask+1 loop iterations or function entries (interrupt.go).
+func interruptFuncs() []hostFunc {
+	return []hostFunc{{interruptFunc, nil, nil, func(_ context.Context, in *instance, _ []uint64) {
+		if in.deadline.IsZero() || time.Now().Before(in.deadline) {
+			return
+		}
+		panic(errCallTimeout)
+	}}}
+}
 
 func (in *instance) call(ctx context.Context, fn api.Function, name string, args ...uint64) (uint64, error) {
 	if fn == nil {
