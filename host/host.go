@@ -55,6 +55,7 @@ type Host struct {
 	metrics  metrics
 	shared   shared
 	live     atomic.Int64
+	memBytes atomic.Int64 // linear memory of live instances, as of their last request
 	replaced [len(replaceReasons)]atomic.Uint64
 	tickWarn sync.Once
 
@@ -345,10 +346,24 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 	in.phase = phaseIdle
 	in.startupLog = nil
 	in.nextID = rootContextID
+	in.accountMemory()
 	return in, nil
 }
 
+// accountMemory brings Host.memBytes up to date with the instance's
+// linear memory.
+func (in *instance) accountMemory() {
+	if in.mem == nil {
+		return
+	}
+	n := int64(in.mem.Size())
+	in.h.memBytes.Add(n - in.memAccounted)
+	in.memAccounted = n
+}
+
 func (in *instance) close() {
+	in.h.memBytes.Add(-in.memAccounted)
+	in.memAccounted = 0
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
 		in.mod = nil
@@ -431,6 +446,7 @@ func (h *Host) acquire(ctx context.Context) (*instance, error) {
 // replacement when reason >= 0.
 func (h *Host) release(in *instance, reason int) {
 	if reason < 0 {
+		in.accountMemory()
 		h.idle <- in
 		h.inflight.Done()
 		return

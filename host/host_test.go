@@ -320,13 +320,16 @@ func TestCloseLeavesNoInstance(t *testing.T) {
 	if h.Live() != 3 {
 		t.Fatalf("live = %d", h.Live())
 	}
+	if h.memBytes.Load() <= 0 {
+		t.Fatalf("wasm memory gauge = %d", h.memBytes.Load())
+	}
 	_, _ = h.Filter(context.Background(), testRequest("trap", ""))
 	mustFilter(t, h, "", "{}")
 	if err := h.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if h.Live() != 0 {
-		t.Fatalf("live after close = %d", h.Live())
+	if h.Live() != 0 || h.memBytes.Load() != 0 {
+		t.Fatalf("live after close = %d, memory %d", h.Live(), h.memBytes.Load())
 	}
 	if _, err := h.Filter(context.Background(), testRequest("", "")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("err after close = %v", err)

@@ -68,6 +68,8 @@ type instance struct {
 	// the guest checks it through interruptFuncs).
 	deadline time.Time
 
+	memAccounted int64 // linear memory counted in Host.memBytes
+
 	stack      [4]uint64
 	out        [2][]byte // partial stdout and stderr lines
 	nextID     uint32

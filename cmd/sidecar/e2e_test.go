@@ -2,13 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,6 +29,13 @@ func freeAddr(t testing.TB) string {
 // startBinary runs the real sidecar binary and waits for /readyz.
 func startBinary(t testing.TB, args ...string) (api, admin string) {
 	t.Helper()
+	api, admin, _ = startBinaryPID(t, args...)
+	return api, admin
+}
+
+// startBinaryPID is startBinary that also returns the process id.
+func startBinaryPID(t testing.TB, args ...string) (api, admin string, pid int) {
+	t.Helper()
 	bin, _ := artifacts(t)
 	api, admin = freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t)}, args...)...)
@@ -42,7 +51,7 @@ func startBinary(t testing.TB, args ...string) (api, admin string) {
 		if err == nil {
 			r.Body.Close()
 			if r.StatusCode == 200 {
-				return api, admin
+				return api, admin, cmd.Process.Pid
 			}
 		}
 		if time.Now().After(deadline) {
@@ -90,6 +99,16 @@ func TestVectorsThroughBinary(t *testing.T) {
 	worker := httptest.NewServer(rec)
 	defer worker.Close()
 	client := &http.Client{Timeout: 30 * time.Second}
+	// What the worker received (or, for a rejected request, the reply),
+	// one JSON line per vector, for the Python oracle.
+	type oracleLine struct {
+		Name       string `json:"name"`
+		Mode       string `json:"mode"`
+		Status     int    `json:"status"`
+		BodyBase64 string `json:"body_base64"`
+	}
+	var lines bytes.Buffer
+	enc := json.NewEncoder(&lines)
 	for _, k := range order {
 		fc := map[string]any{"trust_kv_hints": k.trusted}
 		if k.depth > 0 {
@@ -112,10 +131,22 @@ func TestVectorsThroughBinary(t *testing.T) {
 				t.Errorf("%s: %v", c.Name, err)
 				continue
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
+			reply, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			after := counters(scrape(t, admin))
 			forwarded := rec.hits.Load() > hitsBefore
+			line := oracleLine{Name: c.Name, Mode: "untrusted", Status: resp.StatusCode}
+			if c.Trusted {
+				line.Mode = "trusted"
+			}
+			if forwarded {
+				line.BodyBase64 = base64.StdEncoding.EncodeToString(rec.last())
+			} else {
+				line.BodyBase64 = base64.StdEncoding.EncodeToString(reply)
+			}
+			if err := enc.Encode(line); err != nil {
+				t.Fatal(err)
+			}
 			switch c.Expect.Action {
 			case "reject":
 				if resp.StatusCode != c.Expect.Status || forwarded {
@@ -144,5 +175,41 @@ func TestVectorsThroughBinary(t *testing.T) {
 		}
 	}
 	t.Logf("%d vectors in %d sidecar configurations", len(cases), len(order))
-	_ = fmt.Sprint
+
+	// The Python oracle reads every forwarded body with json.loads, as the
+	// worker does.
+	py, why := python()
+	if py == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Python oracle not run: %s", why)
+		}
+		t.Skipf("Python oracle not run: %s", why)
+	}
+	f := filepath.Join(t.TempDir(), "forwarded.jsonl")
+	if err := os.WriteFile(f, lines.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(py, "../../tests/oracle/oracle.py", "--forwarded", f, "--require-all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("oracle on the forwarded bodies: %v\n%s", err, out)
+	}
+	t.Logf("oracle: %s", bytes.TrimSpace(out))
+}
+
+// python is $KVGATE_PYTHON (set by the Makefile), else python3 from PATH.
+func python() (path, why string) {
+	if p := os.Getenv("KVGATE_PYTHON"); p != "" {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, ""
+		}
+		why = "$KVGATE_PYTHON=" + p + " is not a file; "
+		if os.Getenv("CI") == "true" {
+			return "", why + "under CI it must be"
+		}
+	}
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		return "", why + "no python3 on PATH"
+	}
+	return p, ""
 }

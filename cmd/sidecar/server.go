@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,9 +36,17 @@ type server struct {
 	failures *prometheus.CounterVec
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
+	// outcomes are the requests counter's series, resolved once.
+	outcomes map[string]prometheus.Counter
 }
 
-type decisionKey struct{}
+// localAddrKey carries the connection's local address, formatted once per
+// connection (http.Server.ConnContext).
+type localAddrKey struct{}
+
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, localAddrKey{}, c.LocalAddr().String())
+}
 
 func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logger) (*server, error) {
 	u, err := url.Parse(upstream)
@@ -56,8 +65,9 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Name: "kvgate_sidecar_requests_total",
 		Help: "Requests handled by the sidecar, by outcome.",
 	}, []string{"outcome"})
-	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request"} {
-		s.requests.WithLabelValues(o)
+	s.outcomes = map[string]prometheus.Counter{}
+	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "client_gone"} {
+		s.outcomes[o] = s.requests.WithLabelValues(o)
 	}
 	s.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kvgate_filter_duration_seconds",
@@ -84,10 +94,16 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 1024
 	tr.DisableCompression = true
+	// Headers and a small body leave in one write.
+	tr.WriteBufferSize = 64 << 10
 	s.proxy = &httputil.ReverseProxy{
-		Transport:     tr,
-		FlushInterval: -1, // stream: every write reaches the client at once (SSE)
-		Rewrite:       s.rewrite,
+		Transport: tr,
+		// FlushInterval 0: ReverseProxy itself flushes every write of a
+		// text/event-stream or unknown-length (chunked) response, so
+		// streamed completions reach the client as they are produced;
+		// known-length responses are not flushed write by write.
+		BufferPool: copyBuffers{},
+		Rewrite:    s.rewrite,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return // the client went away; the upstream request was cancelled
@@ -106,41 +122,30 @@ func (s *server) close() {
 	_ = s.host.Close(ctx)
 }
 
-// rewrite builds the upstream request from the filter's decision.
+// rewrite points the upstream request at the worker. serve has already
+// put the filter's decision (method, path, headers, body) into pr.In,
+// which ReverseProxy cloned into pr.Out.
 func (s *server) rewrite(pr *httputil.ProxyRequest) {
-	d := pr.In.Context().Value(decisionKey{}).(*host.Decision)
 	out := pr.Out
 	out.URL.Scheme = s.upstream.Scheme
 	out.URL.Host = s.upstream.Host
 	out.Host = "" // the upstream's host
-	if d.HeaderChanged {
-		out.Header = d.Header.Clone()
-		for _, h := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Transfer-Encoding", "Upgrade"} {
-			out.Header.Del(h)
-		}
-		if d.Method != "" {
-			out.Method = d.Method
-		}
-		if d.Path != "" && d.Path != pr.In.RequestURI {
-			if u, err := url.ParseRequestURI(d.Path); err == nil {
-				out.URL.Path, out.URL.RawPath, out.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
-			}
-		}
-	}
 	if base := s.upstream.Path; base != "" && base != "/" {
 		out.URL.Path = singleJoin(base, out.URL.Path)
 		out.URL.RawPath = ""
 	}
 	out.Header.Del("Content-Length")
-	out.ContentLength = int64(len(d.Body))
-	if len(d.Body) == 0 {
-		out.Body = http.NoBody
-	} else {
-		out.Body = io.NopCloser(bytes.NewReader(d.Body))
-	}
 	out.GetBody = nil
 	pr.SetXForwarded()
 }
+
+// copyBuffers lends ReverseProxy its response copy buffers.
+type copyBuffers struct{}
+
+var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *copyBufPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { copyBufPool.Put(&b) }
 
 func singleJoin(a, b string) string {
 	switch {
@@ -157,11 +162,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &statusWriter{ResponseWriter: w}
 	outcome := s.serve(rw, r)
-	s.requests.WithLabelValues(outcome).Inc()
+	s.outcomes[outcome].Inc()
 	// Access log: no body, no header values, no query (it may carry data).
-	s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rw.status,
-		"bytes", rw.n, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000,
-		"remote", r.RemoteAddr)
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rw.status),
+		slog.Int64("bytes", rw.n), slog.String("outcome", outcome),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.String("remote", r.RemoteAddr))
 }
 
 func (s *server) serve(w *statusWriter, r *http.Request) string {
@@ -169,11 +176,20 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
 	// Envoy's would; it is never forwarded.
 	max := s.cfg.MaxBodyBytes
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	buf, err := readBody(r, max)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "cannot read the request body", "invalid_request_error")
 		return "bad_request"
 	}
+	// buf goes back to its pool when the request is done with it: here,
+	// unless it is forwarded, in which case the transport's Close does it.
+	forwarding := false
+	defer func() {
+		if !forwarding {
+			buf.release()
+		}
+	}()
+	body := buf.bytes()
 	tooLarge := int64(len(body)) > max
 	req := &host.Request{
 		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
@@ -182,7 +198,9 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	if r.TLS != nil {
 		req.Scheme = "https"
 	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+	if la, ok := r.Context().Value(localAddrKey{}).(string); ok {
+		req.LocalAddr = la
+	} else if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		req.LocalAddr = la.String()
 	}
 	fstart := time.Now()
@@ -212,7 +230,33 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		_, _ = w.Write(d.Local.Body)
 		return "local_reply"
 	}
-	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+	// The request to forward: a shallow copy of r carrying the decision.
+	out := new(http.Request)
+	*out = *r
+	out.ContentLength = int64(len(d.Body))
+	switch {
+	case len(d.Body) == 0:
+		out.Body = http.NoBody
+	case d.BodyChanged:
+		out.Body = &forwardBody{r: bytes.NewReader(d.Body)}
+	default: // the original bytes, in buf
+		forwarding = true
+		out.Body = &forwardBody{r: bytes.NewReader(d.Body), buf: buf}
+	}
+	if d.HeaderChanged {
+		out.Header = d.Header // ReverseProxy clones it and drops hop-by-hop fields
+		if d.Method != "" {
+			out.Method = d.Method
+		}
+		if d.Path != "" && d.Path != r.RequestURI {
+			if u, err := url.ParseRequestURI(d.Path); err == nil {
+				nu := *r.URL
+				nu.Path, nu.RawPath, nu.RawQuery = u.Path, u.RawPath, u.RawQuery
+				out.URL = &nu
+			}
+		}
+	}
+	s.proxy.ServeHTTP(w, out)
 	return "forwarded"
 }
 

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("x", 5000)
+	for _, c := range []struct {
+		name    string
+		cl      int64
+		max     int64
+		wantLen int
+	}{
+		{"exact", 5000, 10000, 5000},
+		{"at limit", 5000, 5000, 5000},
+		{"over limit, known", 5000, 1000, 1001},
+		{"chunked", -1, 10000, 5000},
+		{"chunked over limit", -1, 1000, 1001},
+		{"chunked, limit past 32 KiB growth", -1, 1 << 20, 5000},
+	} {
+		r, _ := http.NewRequest("POST", "http://x/", io.MultiReader(strings.NewReader(body)))
+		r.ContentLength = c.cl
+		b, err := readBody(r, c.max)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := b.bytes(); len(got) != c.wantLen || string(got) != body[:c.wantLen] {
+			t.Fatalf("%s: read %d bytes, want %d", c.name, len(got), c.wantLen)
+		}
+		b.release()
+		b.release() // a second release is a no-op
+	}
+	big := strings.Repeat("y", 100<<10)
+	r, _ := http.NewRequest("POST", "http://x/", io.MultiReader(strings.NewReader(big)))
+	r.ContentLength = -1
+	b, err := readBody(r, 1<<20)
+	if err != nil || string(b.bytes()) != big {
+		t.Fatalf("chunked 100 KiB: %d bytes, %v", len(b.bytes()), err)
+	}
+	// A body shorter than its Content-Length is an error.
+	r, _ = http.NewRequest("POST", "http://x/", io.MultiReader(strings.NewReader("abc")))
+	r.ContentLength = 10
+	if _, err := readBody(r, 100); err == nil {
+		t.Fatal("short body accepted")
+	}
+	r, _ = http.NewRequest("POST", "http://x/", http.NoBody)
+	if b, err := readBody(r, 100); err != nil || b.bytes() != nil {
+		t.Fatalf("no body: %v %v", b.bytes(), err)
+	}
+}
+
+// Once the proxy closed the forwarded body, its pooled buffer may be reused:
+// a late read by the transport must fail, never return recycled bytes.
+func TestForwardBodyReadAfterClose(t *testing.T) {
+	r, _ := http.NewRequest("POST", "http://x/", strings.NewReader("hello world"))
+	b, err := readBody(r, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwardBody{r: bytes.NewReader(b.bytes()), buf: b}
+	p := make([]byte, 5)
+	if n, err := f.Read(p); n != 5 || err != nil || string(p) != "hello" {
+		t.Fatalf("read %q %v", p[:n], err)
+	}
+	_ = f.Close()
+	_ = f.Close()
+	if n, err := f.Read(p); n != 0 || !errors.Is(err, errBodyClosed) {
+		t.Fatalf("read after close: %d %v", n, err)
+	}
+}
+
+func TestSizeClass(t *testing.T) {
+	for n, want := range map[int]int{1: 0, 4096: 0, 4097: 1, 8192: 1, 4 << 20: 10, 4<<20 + 1: 11, 64 << 20: 14} {
+		if got := sizeClass(n); got != want {
+			t.Errorf("sizeClass(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if p, c := getBuf(65<<20 + 1); c != -1 || len(*p) != 65<<20+1 {
+		t.Fatalf("beyond the largest class: class %d, len %d", c, len(*p))
+	}
+}
