@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestReadBody(t *testing.T) {
@@ -83,5 +88,27 @@ func TestSizeClass(t *testing.T) {
 	}
 	if p, c := getBuf(65<<20 + 1); c != -1 || len(*p) != 65<<20+1 {
 		t.Fatalf("beyond the largest class: class %d, len %d", c, len(*p))
+	}
+}
+
+// The access log names the request and its outcome, never the body, the
+// query or header values.
+func TestAccessLogWithoutBody(t *testing.T) {
+	var buf bytes.Buffer
+	s := &server{cfg: &config{MaxBodyBytes: 100}, log: slog.New(slog.NewJSONHandler(&buf, nil)), outcomes: map[string]prometheus.Counter{}}
+	s.outcomes["bad_request"] = prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	r := httptest.NewRequest("POST", "/v1/chat/completions?secret=1", iotest.ErrReader(errors.New("boom")))
+	r.Header.Set("Authorization", "Bearer sk-secret")
+	s.ServeHTTP(httptest.NewRecorder(), r)
+	line := buf.String()
+	for _, want := range []string{`"msg":"request"`, `"path":"/v1/chat/completions"`, `"status":400`, `"outcome":"bad_request"`, `"duration_ms":`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("access log lacks %s: %s", want, line)
+		}
+	}
+	for _, never := range []string{"secret", "sk-", "kv_hints"} {
+		if strings.Contains(line, never) {
+			t.Errorf("access log contains %q: %s", never, line)
+		}
 	}
 }
