@@ -36,19 +36,26 @@ func TestBinary(t *testing.T) {
 	bin := buildBinary(t)
 	for _, c := range cliCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(bin, c.args...)
-			cmd.Stdin = strings.NewReader(c.stdin)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			code := 0
-			if err := cmd.Run(); err != nil {
-				var exit *exec.ExitError
-				if !errors.As(err, &exit) {
-					t.Fatal(err)
-				}
-				code = exit.ExitCode()
-			}
-			c.verify(t, code, stdout.String(), stderr.String())
+			code, stdout, stderr := runBinary(t, bin, c.args, c.stdin)
+			c.verify(t, code, stdout, stderr)
 		})
 	}
+}
+
+// runBinary runs bin with args and stdin and returns its exit code and
+// output streams.
+func runBinary(t *testing.T, bin string, args []string, stdin string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		code = exit.ExitCode()
+	}
+	return code, out.String(), errOut.String()
 }

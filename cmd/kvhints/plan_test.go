@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,34 +196,11 @@ func TestPlanHelp(t *testing.T) {
 // TestPlanBinary builds the command and runs the plan cases in a real
 // process.
 func TestPlanBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go tool not found:", err)
-	}
-	bin := filepath.Join(t.TempDir(), "kvhints")
-	build := exec.Command(goTool, "build", "-o", bin, "./cmd/kvhints")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	for _, c := range planCases() {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(bin, append([]string{"plan"}, c.argv(t)...)...)
-			cmd.Stdin = strings.NewReader(c.stdin)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			code := 0
-			if err := cmd.Run(); err != nil {
-				var exit *exec.ExitError
-				if !errors.As(err, &exit) {
-					t.Fatal(err)
-				}
-				code = exit.ExitCode()
-			}
-			c.verify(t, code, stdout.String(), stderr.String())
+			code, stdout, stderr := runBinary(t, bin, append([]string{"plan"}, c.argv(t)...), c.stdin)
+			c.verify(t, code, stdout, stderr)
 		})
 	}
 }
