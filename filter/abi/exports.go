@@ -75,16 +75,24 @@ func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
 //go:wasmexport proxy_on_done
 func proxyOnDone(contextID uint32) uint32 {
 	ok := b2u(plugin.OnDone(contextID))
-	// Let the garbage collector's mark worker run between requests. The
-	// host calls exports on one thread and never lets the Go scheduler run
-	// other goroutines, so a collection that started (say, while buffers
-	// grew for a large body) would otherwise stay in its mark phase for as
-	// long as the guest stops allocating, with every pointer write paying
-	// the write barrier. Gosched never idles the scheduler (this goroutine
-	// stays runnable), so it never reaches WASI poll_oneoff.
-	runtime.Gosched()
+	// Now and then, let the garbage collector's mark worker run. The host
+	// calls exports on one thread and never lets the Go scheduler run other
+	// goroutines, so a collection that started (say, while buffers grew for
+	// a large body) would otherwise stay in its mark phase for as long as
+	// the guest stops allocating, with every pointer write paying the write
+	// barrier's slow path. Gosched never idles the scheduler (this goroutine
+	// stays runnable), so it never reaches WASI poll_oneoff. It costs a few
+	// microseconds on wasm, hence once per yieldEvery requests only.
+	if done++; done%yieldEvery == 0 {
+		runtime.Gosched()
+	}
 	return ok
 }
+
+// done counts finished streams; yieldEvery is how often the guest yields.
+var done uint32
+
+const yieldEvery = 32
 
 //go:wasmexport proxy_on_log
 func proxyOnLog(contextID uint32) {
