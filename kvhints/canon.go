@@ -311,15 +311,8 @@ func appendCanonString(dst, lit []byte, escaped bool) (out []byte, lone bool) {
 			i += 2
 			continue
 		}
-		r, _ := hex4(s, i+2)
-		n := 6
-		if r >= 0xD800 && r < 0xDC00 && i+12 <= len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
-			if r2, _ := hex4(s, i+8); r2 >= 0xDC00 && r2 < 0xE000 {
-				r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
-				n = 12
-			}
-		}
-		if r >= 0xD800 && r < 0xE000 {
+		r, n, isLone := unicodeEscape(s, i)
+		if isLone {
 			dst = append(dst, s[i:i+6]...)
 			lone = true
 		} else {

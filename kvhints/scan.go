@@ -359,6 +359,19 @@ func skipKey(b []byte, i int) (int, error) {
 	return skipWS(b, i+1), nil
 }
 
+// unicodeEscape decodes the valid \uXXXX escape at s[i], joined with the
+// next one when the two form a surrogate pair. It returns the character,
+// the escape's length (6 or 12) and whether it is a lone surrogate.
+func unicodeEscape(s []byte, i int) (r rune, n int, lone bool) {
+	r, _ = hex4(s, i+2)
+	if r >= 0xD800 && r < 0xDC00 && i+12 <= len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+		if r2, _ := hex4(s, i+8); r2 >= 0xDC00 && r2 < 0xE000 {
+			return 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00), 12, false
+		}
+	}
+	return r, 6, r >= 0xD800 && r < 0xE000
+}
+
 // decodeString appends the decoded contents of the valid string literal
 // lit (quotes included) to dst. Lone surrogate escapes decode to U+FFFD and
 // are reported through lone, since Python would keep them as lone surrogates.
@@ -383,19 +396,12 @@ func decodeString(dst, lit []byte) (out []byte, lone bool) {
 		case 't':
 			dst = append(dst, '\t')
 		case 'u':
-			r, _ := hex4(s, i+2)
-			i += 6
-			if r >= 0xD800 && r < 0xDC00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-				if r2, _ := hex4(s, i+2); r2 >= 0xDC00 && r2 < 0xE000 {
-					r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
-					i += 6
-				}
-			}
-			if r >= 0xD800 && r < 0xE000 {
-				lone = true
-				r = utf8.RuneError
+			r, n, isLone := unicodeEscape(s, i)
+			if isLone {
+				lone, r = true, utf8.RuneError
 			}
 			dst = utf8.AppendRune(dst, r)
+			i += n
 			continue
 		default: // '"', '\\', '/'
 			dst = append(dst, s[i+1])
