@@ -256,18 +256,9 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 // it. A body over the limit is answered with 413 as soon as it is seen.
 func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Action) {
 	defer p.guard(id, &a)
-	s := p.stream(id)
-	if s == nil {
-		return p.fail(id, s, "request body on an unknown stream")
-	}
-	switch s.state {
-	case stPass:
-		return Continue
-	case stDone:
-		return Pause
-	case stBuffering:
-	default:
-		return p.fail(id, s, "request body before request headers")
+	s, a, ok := p.buffering(id, "request body")
+	if !ok {
+		return a
 	}
 	if bodySize > s.root.cfg.MaxBodyBytes {
 		return p.reject(s, 413, "request body is larger than the limit of "+strconv.Itoa(s.root.cfg.MaxBodyBytes)+" bytes")
@@ -282,19 +273,30 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Act
 // trailers.
 func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a Action) {
 	defer p.guard(id, &a)
+	s, a, ok := p.buffering(id, "request trailers")
+	if !ok {
+		return a
+	}
+	return p.finish(id, s, -1)
+}
+
+// buffering finds the stream of a body or trailers callback (what) and
+// reports whether its body is being buffered; otherwise it returns the
+// answer: go on for a stream that is not inspected, hold for one already
+// decided, 503 for a callback out of order.
+func (p *Plugin) buffering(id uint32, what string) (*stream, Action, bool) {
 	s := p.stream(id)
-	if s == nil {
-		return p.fail(id, s, "request trailers on an unknown stream")
+	switch {
+	case s == nil:
+		return nil, p.fail(id, s, what+" on an unknown stream"), false
+	case s.state == stPass:
+		return s, Continue, false
+	case s.state == stDone:
+		return s, Pause, false
+	case s.state != stBuffering:
+		return s, p.fail(id, s, what+" before request headers"), false
 	}
-	switch s.state {
-	case stPass:
-		return Continue
-	case stDone:
-		return Pause
-	case stBuffering:
-		return p.finish(id, s, -1)
-	}
-	return p.fail(id, s, "request trailers before request headers")
+	return s, Continue, true
 }
 
 // finish reads the whole buffered body (size bytes, or as much as the host
