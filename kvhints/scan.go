@@ -100,6 +100,11 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 				goto special
 			}
 			i += 8
+			// On wasm, a run longer than a word is scanned in bulk. Keys
+			// and short values end within the first word and never get here.
+			if bulkPlain {
+				i += plainWords(b[i:])
+			}
 		}
 		for i < len(b) {
 			c := b[i]

@@ -1,0 +1,18 @@
+package kvhints
+
+// plainWords returns the length of the longest prefix of b made of whole
+// 8-byte words none of whose bytes ends a string's fast path (see
+// stringSpecial). It stops before the first word holding such a byte, or
+// when fewer than 8 bytes remain; the caller then finds the exact byte.
+//
+// On wasm it is written in assembly (plain_wasm.s), because Go's wasm code
+// sends every loop iteration through the function's jump table, which costs
+// more than the scan itself; elsewhere it is plainWordsGo. Both are checked
+// against each other by TestPlainWords.
+func plainWordsGo(b []byte) int {
+	i := 0
+	for i+8 <= len(b) && stringSpecial(le64(b[i:])) == 0 {
+		i += 8
+	}
+	return i
+}

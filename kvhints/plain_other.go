@@ -1,0 +1,9 @@
+//go:build !wasm
+
+package kvhints
+
+// bulkPlain is false: natively the one-word loop in scanString is already
+// fast, and a call per string would only add to it.
+const bulkPlain = false
+
+func plainWords(b []byte) int { return plainWordsGo(b) }

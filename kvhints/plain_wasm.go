@@ -1,0 +1,9 @@
+package kvhints
+
+// bulkPlain makes scanString hand long runs to plainWords.
+const bulkPlain = true
+
+// plainWords is implemented in plain_wasm.s.
+//
+//go:noescape
+func plainWords(b []byte) int
