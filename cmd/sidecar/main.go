@@ -41,12 +41,12 @@ type config struct {
 	PoolSize                int
 	CacheDir                string
 	DrainTimeout            time.Duration
+	LogFlush                time.Duration
 }
 
 const defaultMaxBodyBytes = 4 << 20
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -55,12 +55,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sidecar:", err)
 		os.Exit(2)
 	}
+	sink := newLogSink(os.Stderr, cfg.LogFlush)
+	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, cfg, log, nil); err != nil {
+	err = run(ctx, cfg, log, nil)
+	stop()
+	if err != nil {
 		log.Error("sidecar stopped", "err", err)
+		sink.Close()
 		os.Exit(1)
 	}
+	sink.Close()
 }
 
 // parseFlags reads the command line (and TRTLLM_TRUST_KV_HINTS) into a
@@ -83,6 +88,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk wazero compilation cache; empty: none")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
+	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -68,9 +68,11 @@ func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan listeners, 1)
 	done := make(chan error, 1)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The logger main builds, writing to nowhere.
+	sink := newLogSink(io.Discard, cfg.LogFlush)
+	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
 	finished := make(chan struct{})
-	go func() { done <- run(ctx, cfg, log, started); close(finished) }()
+	go func() { done <- run(ctx, cfg, log, started); sink.Close(); close(finished) }()
 	select {
 	case l := <-started:
 		t.Cleanup(func() { cancel(); <-finished })
