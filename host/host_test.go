@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,3 +428,35 @@ func TestSpliceAndPropertyKey(t *testing.T) {
 }
 
 var _ = http.Header{}
+
+func TestOnlyRemoved(t *testing.T) {
+	f := func(kv ...string) []Field {
+		var fs []Field
+		for i := 0; i < len(kv); i += 2 {
+			fs = append(fs, Field{kv[i], kv[i+1]})
+		}
+		return fs
+	}
+	orig := f(":path", "/", "content-length", "9", "accept", "a", "x", "1", "x", "2")
+	for _, c := range []struct {
+		name    string
+		now     []Field
+		removed []string
+		ok      bool
+	}{
+		{"unchanged", orig, nil, true},
+		{"one name", f(":path", "/", "accept", "a", "x", "1", "x", "2"), []string{"content-length"}, true},
+		{"every value of a name", f(":path", "/", "content-length", "9", "accept", "a"), []string{"x"}, true},
+		{"two names", f(":path", "/", "x", "1", "x", "2"), []string{"content-length", "accept"}, true},
+		{"one value of two", f(":path", "/", "content-length", "9", "accept", "a", "x", "2"), nil, false},
+		{"a pseudo-header", f("content-length", "9", "accept", "a", "x", "1", "x", "2"), nil, false},
+		{"a changed value", f(":path", "/", "content-length", "8", "accept", "a", "x", "1", "x", "2"), nil, false},
+		{"an added field", append(f(":path", "/", "accept", "a", "x", "1", "x", "2"), Field{"y", "1"}), nil, false},
+		{"reordered", f(":path", "/", "accept", "a", "content-length", "9", "x", "1", "x", "2"), nil, false},
+	} {
+		removed, ok := onlyRemoved(orig, c.now)
+		if ok != c.ok || !slices.Equal(removed, c.removed) {
+			t.Errorf("%s: got %q %v, want %q %v", c.name, removed, ok, c.removed, c.ok)
+		}
+	}
+}

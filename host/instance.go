@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,6 +84,7 @@ type exchange struct {
 	id          uint32
 	req         *Request
 	headers     []Field
+	origHeaders []Field // headers as first shown to the guest
 	trailers    []Field
 	body        []byte
 	bodyPhase   bool // the body buffer is readable
@@ -157,6 +159,7 @@ func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
 	}
 	x := &exchange{id: in.nextID, req: r, body: r.Body}
 	x.headers = requestFields(r)
+	x.origHeaders = x.headers
 	if len(r.Trailer) > 0 {
 		x.trailers = headerFields(nil, r.Trailer)
 	}
@@ -220,6 +223,18 @@ func (x *exchange) decision() *Decision {
 	}
 	if x.hdrChanged {
 		d.HeaderChanged = true
+		if removed, ok := onlyRemoved(x.origHeaders, x.headers); ok {
+			// The common case (the kvgate filter drops content-length):
+			// the request's own header, less some fields.
+			h := r.Header.Clone()
+			for k := range h {
+				if slices.Contains(removed, strings.ToLower(k)) {
+					delete(h, k)
+				}
+			}
+			d.Header = h
+			return x.withTrailers(d)
+		}
 		d.Method, d.Path, d.Authority = "", "", ""
 		h := make(http.Header, len(x.headers))
 		for _, f := range x.headers {
@@ -239,6 +254,10 @@ func (x *exchange) decision() *Decision {
 		}
 		d.Header = h
 	}
+	return x.withTrailers(d)
+}
+
+func (x *exchange) withTrailers(d *Decision) *Decision {
 	if x.trlChanged {
 		t := make(http.Header, len(x.trailers))
 		for _, f := range x.trailers {
@@ -247,6 +266,34 @@ func (x *exchange) decision() *Decision {
 		d.Trailer = t
 	}
 	return d
+}
+
+// onlyRemoved reports whether now is orig with every field of some names
+// taken out (and nothing else changed), and returns those names.
+func onlyRemoved(orig, now []Field) (removed []string, ok bool) {
+	j := 0
+	for _, f := range orig {
+		if j < len(now) && now[j] == f {
+			j++
+			continue
+		}
+		if strings.HasPrefix(f.Name, ":") {
+			return nil, false
+		}
+		if !slices.Contains(removed, f.Name) {
+			removed = append(removed, f.Name)
+		}
+	}
+	if j != len(now) {
+		return nil, false
+	}
+	// A removed name must be gone entirely, not thinned out.
+	for _, f := range now {
+		if slices.Contains(removed, f.Name) {
+			return nil, false
+		}
+	}
+	return removed, true
 }
 
 func b2u(b bool) uint64 {
@@ -272,13 +319,31 @@ func requestFields(r *Request) []Field {
 
 func headerFields(fs []Field, h http.Header) []Field {
 	for k, vs := range h {
-		lk := strings.ToLower(k)
+		lk, ok := lowerNames[k]
+		if !ok {
+			lk = strings.ToLower(k)
+		}
 		for _, v := range vs {
 			fs = append(fs, Field{lk, v})
 		}
 	}
 	return fs
 }
+
+// lowerNames maps common canonical header names to their lower-case form,
+// which the guest sees, so that most requests need no new strings for it.
+var lowerNames = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
+		"Connection", "Content-Encoding", "Content-Length", "Content-Type", "Cookie", "Host", "Openai-Organization",
+		"Openai-Project", "Origin", "Referer", "Traceparent", "Tracestate", "Transfer-Encoding", "User-Agent",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Request-Id", "X-Stainless-Arch",
+		"X-Stainless-Async", "X-Stainless-Lang", "X-Stainless-Os", "X-Stainless-Package-Version",
+		"X-Stainless-Retry-Count", "X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Read-Timeout"} {
+		m[k] = strings.ToLower(k)
+	}
+	return m
+}()
 
 // --- guest memory, every access bounds-checked ---
 
