@@ -118,7 +118,7 @@ func envFuncs() []hostFunc {
 				s[0] = statusBadArgument // configuration buffers are read-only
 				return
 			}
-			*b = splice(*b, uint64(u32(s[1])), uint64(u32(s[2])), data)
+			*b = splice(*b, uint64(u32(s[1])), uint64(u32(s[2])), data, in.x.req.NewBody)
 			in.x.bodyChanged = true
 			s[0] = statusOK
 		}},
@@ -451,7 +451,8 @@ func (in *instance) fieldMap(mt uint32) (*[]Field, *bool, uint64) {
 
 // splice replaces size bytes at start with data, as Envoy's buffer
 // operations do (start past the end appends).
-func splice(b []byte, start, size uint64, data []byte) []byte {
+// The result is new memory, from alloc when it is not nil.
+func splice(b []byte, start, size uint64, data []byte, alloc func(int) []byte) []byte {
 	n := uint64(len(b))
 	if start > n {
 		start = n
@@ -460,7 +461,14 @@ func splice(b []byte, start, size uint64, data []byte) []byte {
 	if end > n {
 		end = n
 	}
-	out := make([]byte, 0, int(start)+len(data)+int(n-end))
+	total := int(start) + len(data) + int(n-end)
+	var out []byte
+	if alloc != nil {
+		out = alloc(total)[:0]
+	}
+	if cap(out) < total {
+		out = make([]byte, 0, total)
+	}
 	out = append(out, b[:start]...)
 	out = append(out, data...)
 	return append(out, b[end:]...)

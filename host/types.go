@@ -74,6 +74,12 @@ type Request struct {
 	// RemoteAddr and LocalAddr are "ip:port" of the downstream connection;
 	// they answer source.* and destination.* properties.
 	RemoteAddr, LocalAddr string
+	// NewBody, when set, supplies the memory of a body the guest changes: a
+	// slice of length n that the caller owns, for example from a pool. The
+	// host may call it more than once per request (the guest may replace the
+	// body several times); only the slice in Decision.Body is used in the
+	// end. When nil, the host allocates.
+	NewBody func(n int) []byte
 }
 
 // LocalReply is a response the guest sent itself (proxy_send_local_response).

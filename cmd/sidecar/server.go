@@ -198,9 +198,19 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	}()
 	body := buf.bytes()
 	tooLarge := int64(len(body)) > max
+	// A body the filter changes is written into pooled memory too; only
+	// the last one the guest wrote is forwarded (and released by it).
+	var changed *bodyBuf
+	defer func() { changed.release() }()
 	req := &host.Request{
 		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
 		Header: r.Header, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
+		NewBody: func(n int) []byte {
+			changed.release()
+			p, c := getBuf(n)
+			changed = &bodyBuf{b: p, n: n, class: c}
+			return changed.bytes()
+		},
 	}
 	if r.TLS != nil {
 		req.Scheme = "https"
@@ -245,7 +255,11 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	case len(d.Body) == 0:
 		out.Body = http.NoBody
 	case d.BodyChanged:
-		out.Body = &forwardBody{r: bytes.NewReader(d.Body)}
+		fb := &forwardBody{r: bytes.NewReader(d.Body)}
+		if changed != nil && len(d.Body) > 0 && &changed.bytes()[0] == &d.Body[0] {
+			fb.buf, changed = changed, nil // released when the transport is done
+		}
+		out.Body = fb
 	default: // the original bytes, in buf
 		forwarding = true
 		out.Body = &forwardBody{r: bytes.NewReader(d.Body), buf: buf}
