@@ -227,8 +227,20 @@ func TestTrapFailsClosed(t *testing.T) {
 	if rec.hits.Load() != 10 || string(rec.last()) != `{"A":1}` {
 		t.Fatalf("hits=%d last=%s", rec.hits.Load(), rec.last())
 	}
-	if m := scrape(t, l.Admin); m[`kvgate_wasm_instances`] != 2 || m[`kvgate_wasm_instances_replaced_total{reason="trap"}`] != 1 {
-		t.Fatalf("pool after trap: %v", m)
+	// The replacement is started in the background; it must arrive.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := scrape(t, l.Admin)
+		if m[`kvgate_wasm_instances_replaced_total{reason="trap"}`] != 1 {
+			t.Fatalf("replaced instances: %v, want 1", m[`kvgate_wasm_instances_replaced_total{reason="trap"}`])
+		}
+		if m[`kvgate_wasm_instances`] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool after trap: %v instances, want 2", m[`kvgate_wasm_instances`])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
