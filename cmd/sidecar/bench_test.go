@@ -58,6 +58,61 @@ func BenchmarkChat4KiBSerial(b *testing.B) {
 	}
 }
 
+// BenchmarkChat4KiBPaired: one client sends each 4 KiB request twice in a
+// row, through the plain proxy and through the sidecar (in alternating
+// order), so both see the same machine at the same moment. It reports each
+// side's p50 and the p50 of the per-pair difference: the latency the
+// sidecar adds, with the drift of a shared machine cancelled out.
+//
+//	go test -run '^$' -bench Chat4KiBPaired -benchtime 5000x ./cmd/sidecar
+func BenchmarkChat4KiBPaired(b *testing.B) {
+	tg := benchTargets(b)
+	body := chatBody(4096)
+	tr := &http.Transport{MaxIdleConnsPerHost: 2, MaxIdleConns: 4}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	do := func(url string) time.Duration {
+		t0 := time.Now()
+		resp, err := cl.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	for range 64 {
+		do(tg.plain)
+		do(tg.sidecar)
+	}
+	plain := make([]time.Duration, b.N)
+	side := make([]time.Duration, b.N)
+	diff := make([]time.Duration, b.N)
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			plain[i] = do(tg.plain)
+			side[i] = do(tg.sidecar)
+		} else {
+			side[i] = do(tg.sidecar)
+			plain[i] = do(tg.plain)
+		}
+		diff[i] = side[i] - plain[i]
+	}
+	b.StopTimer()
+	p50 := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(p50(plain), "proxy-p50-µs")
+	b.ReportMetric(p50(side), "sidecar-p50-µs")
+	b.ReportMetric(p50(diff), "added-p50-µs")
+}
+
 // BenchmarkBody4MiB: one client, a 4 MiB body (the default limit).
 func BenchmarkBody4MiB(b *testing.B) {
 	tg := benchTargets(b)
