@@ -8,13 +8,13 @@ import (
 // plainRef is the definition plainWords implements, byte by byte.
 func plainRef(b []byte) int {
 	n := 0
-	for n+8 <= len(b) {
-		for _, c := range b[n : n+8] {
+	for n+16 <= len(b) {
+		for _, c := range b[n : n+16] {
 			if c == '"' || c == '\\' || c < 0x20 || c >= 0x80 {
 				return n
 			}
 		}
-		n += 8
+		n += 16
 	}
 	return n
 }

@@ -1,5 +1,13 @@
 #include "textflag.h"
 
+// SPECIAL(w) pushes the mask of the word in local w (see below) before
+// its final and with 0x80..80.
+#define SPECIAL(w) \
+	Get w; I64Const $0x2222222222222222; I64Xor; I64Const $0x0101010101010101; I64Sub; \
+	Get w; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; I64Const $0x0101010101010101; I64Sub; I64Or; \
+	Get w; I64Const $0x2020202020202020; I64Sub; I64Or; \
+	Get w; I64Or
+
 // func plainWords(b []byte) int
 //
 // The scan of plainWordsGo as one WebAssembly loop, two words per turn.
@@ -19,7 +27,7 @@ TEXT ·plainWords(SB), NOSPLIT, $0-32
 
 	Block
 	Loop
-		// Fewer than 16 bytes left: leave for the one-word loop.
+		// Fewer than 16 bytes left: the caller goes on word by word.
 		Get R1
 		I64Const $16
 		I64LtU
@@ -34,41 +42,8 @@ TEXT ·plainWords(SB), NOSPLIT, $0-32
 		I64Load $8
 		Set R4
 
-		Get R3
-		I64Const $0x2222222222222222
-		I64Xor
-		I64Const $0x0101010101010101
-		I64Sub
-		Get R3
-		I64Const $0x5c5c5c5c5c5c5c5c
-		I64Xor
-		I64Const $0x0101010101010101
-		I64Sub
-		I64Or
-		Get R3
-		I64Const $0x2020202020202020
-		I64Sub
-		I64Or
-		Get R3
-		I64Or
-
-		Get R4
-		I64Const $0x2222222222222222
-		I64Xor
-		I64Const $0x0101010101010101
-		I64Sub
-		I64Or
-		Get R4
-		I64Const $0x5c5c5c5c5c5c5c5c
-		I64Xor
-		I64Const $0x0101010101010101
-		I64Sub
-		I64Or
-		Get R4
-		I64Const $0x2020202020202020
-		I64Sub
-		I64Or
-		Get R4
+		SPECIAL(R3)
+		SPECIAL(R4)
 		I64Or
 
 		I64Const $-0x7f7f7f7f7f7f7f80
@@ -83,54 +58,6 @@ TEXT ·plainWords(SB), NOSPLIT, $0-32
 		Set R0
 		Get R1
 		I64Const $16
-		I64Sub
-		Set R1
-		Br $0
-	End
-	End
-
-	// One word at a time: at most two turns.
-	Block
-	Loop
-		Get R1
-		I64Const $8
-		I64LtU
-		BrIf $1
-
-		Get R0
-		I32WrapI64
-		I64Load $0
-		Set R3
-
-		Get R3
-		I64Const $0x2222222222222222
-		I64Xor
-		I64Const $0x0101010101010101
-		I64Sub
-		Get R3
-		I64Const $0x5c5c5c5c5c5c5c5c
-		I64Xor
-		I64Const $0x0101010101010101
-		I64Sub
-		I64Or
-		Get R3
-		I64Const $0x2020202020202020
-		I64Sub
-		I64Or
-		Get R3
-		I64Or
-		I64Const $-0x7f7f7f7f7f7f7f80
-		I64And
-		I64Eqz
-		I32Eqz
-		BrIf $1
-
-		Get R0
-		I64Const $8
-		I64Add
-		Set R0
-		Get R1
-		I64Const $8
 		I64Sub
 		Set R1
 		Br $0
