@@ -71,19 +71,7 @@ func BenchmarkChat4KiBPaired(b *testing.B) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 2, MaxIdleConns: 4}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr}
-	do := func(url string) time.Duration {
-		t0 := time.Now()
-		resp, err := cl.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-		return time.Since(t0)
-	}
+	do := func(url string) time.Duration { return timedPost(b, cl, url+"/v1/chat/completions", body) }
 	for range 64 {
 		do(tg.plain)
 		do(tg.sidecar)
@@ -126,19 +114,7 @@ func runClients(b *testing.B, url string, body []byte, clients int) {
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr}
-	do := func() time.Duration {
-		t0 := time.Now()
-		resp, err := cl.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-		return time.Since(t0)
-	}
+	do := func() time.Duration { return timedPost(b, cl, url, body) }
 	for i := 0; i < clients; i++ { // warm connections and instances
 		do()
 	}
@@ -173,4 +149,20 @@ func runClients(b *testing.B, url string, body []byte, clients int) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(b.N)/el.Seconds(), "req/s")
 	_ = fmt.Sprint
+}
+
+// timedPost sends one chat request, reads the whole answer and returns how
+// long that took; anything but a 200 fails the benchmark.
+func timedPost(b *testing.B, cl *http.Client, url string, body []byte) time.Duration {
+	t0 := time.Now()
+	resp, err := cl.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b.Fatalf("status %d", resp.StatusCode)
+	}
+	return time.Since(t0)
 }
