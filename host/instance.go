@@ -228,36 +228,32 @@ func (x *exchange) decision() *Decision {
 			// the request's own header, less some fields.
 			h := r.Header.Clone()
 			for k := range h {
-				if slices.Contains(removed, strings.ToLower(k)) {
+				if slices.Contains(removed, lowerName(k)) {
 					delete(h, k)
 				}
 			}
 			d.Header = h
-			return x.withTrailers(d)
-		}
-		d.Method, d.Path, d.Authority = "", "", ""
-		h := make(http.Header, len(x.headers))
-		for _, f := range x.headers {
-			switch f.Name {
-			case ":method":
-				d.Method = f.Value
-			case ":path":
-				d.Path = f.Value
-			case ":authority":
-				d.Authority = f.Value
-			case ":scheme":
-			default:
-				if !strings.HasPrefix(f.Name, ":") {
-					h.Add(f.Name, f.Value)
+		} else {
+			d.Method, d.Path, d.Authority = "", "", ""
+			h := make(http.Header, len(x.headers))
+			for _, f := range x.headers {
+				switch f.Name {
+				case ":method":
+					d.Method = f.Value
+				case ":path":
+					d.Path = f.Value
+				case ":authority":
+					d.Authority = f.Value
+				case ":scheme":
+				default:
+					if !strings.HasPrefix(f.Name, ":") {
+						h.Add(f.Name, f.Value)
+					}
 				}
 			}
+			d.Header = h
 		}
-		d.Header = h
 	}
-	return x.withTrailers(d)
-}
-
-func (x *exchange) withTrailers(d *Decision) *Decision {
 	if x.trlChanged {
 		t := make(http.Header, len(x.trailers))
 		for _, f := range x.trailers {
@@ -319,10 +315,7 @@ func requestFields(r *Request) []Field {
 
 func headerFields(fs []Field, h http.Header) []Field {
 	for k, vs := range h {
-		lk, ok := lowerNames[k]
-		if !ok {
-			lk = strings.ToLower(k)
-		}
+		lk := lowerName(k)
 		for _, v := range vs {
 			fs = append(fs, Field{lk, v})
 		}
@@ -344,6 +337,15 @@ var lowerNames = func() map[string]string {
 	}
 	return m
 }()
+
+// lowerName returns a header name in lower case, from lowerNames when it
+// is there.
+func lowerName(k string) string {
+	if lk, ok := lowerNames[k]; ok {
+		return lk
+	}
+	return strings.ToLower(k)
+}
 
 // --- guest memory, every access bounds-checked ---
 
