@@ -256,7 +256,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		out.Body = http.NoBody
 	case d.BodyChanged:
 		fb := &forwardBody{r: bytes.NewReader(d.Body)}
-		if changed != nil && len(d.Body) > 0 && &changed.bytes()[0] == &d.Body[0] {
+		if changed != nil && &(*changed.b)[0] == &d.Body[0] {
 			fb.buf, changed = changed, nil // released when the transport is done
 		}
 		out.Body = fb
