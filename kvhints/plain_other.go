@@ -7,3 +7,6 @@ package kvhints
 const bulkPlain = false
 
 func plainWords(b []byte) int { return plainWordsGo(b) }
+
+// quickSkipValue always leaves the answer to skipValue natively.
+func quickSkipValue(b []byte, i int, stack []byte) int { return -1 }

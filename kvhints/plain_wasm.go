@@ -7,3 +7,8 @@ const bulkPlain = true
 //
 //go:noescape
 func plainWords(b []byte) int
+
+// quickSkipValue is implemented in value_wasm.s.
+//
+//go:noescape
+func quickSkipValue(b []byte, i int, stack []byte) int

@@ -88,6 +88,7 @@ type Rewriter struct {
 	hints   []member
 	admit   Admitter
 	scratch [64]byte
+	closers [64]byte // quickSkipValue's container stack
 }
 
 // member is one top-level kv_hints member of the body.
@@ -162,7 +163,6 @@ func reject(status int, msg string) Result {
 // acceptable JSON.
 func (r *Rewriter) scan(b []byte) (firstKept int, msg string) {
 	r.hints = r.hints[:0]
-	firstKept = -1
 	if m := unsupportedEncoding(b); m != "" {
 		return -1, m
 	}
@@ -174,64 +174,83 @@ func (r *Rewriter) scan(b []byte) (firstKept int, msg string) {
 	if i == len(b) {
 		return -1, "request body holds only whitespace; expected a JSON object"
 	}
+	firstKept = -1
 	if b[i] != '{' {
 		// No member can be a hint; the value only has to be valid JSON.
-		end, stack, err := skipValue(b, i, r.stack)
-		r.stack = stack
+		end, err := r.skipValue(b, i)
 		if err != nil {
-			return -1, "request body is not valid JSON: " + err.Error()
+			return -1, invalidJSON(err, 0, "")
 		}
-		if skipWS(b, end) != len(b) {
-			return -1, "request body is not valid JSON: extra data at byte " + itoa(skipWS(b, end))
-		}
-		return -1, ""
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
+		i = end
+	} else if i = skipWS(b, i+1); i < len(b) && b[i] == '}' {
 		i++
 	} else {
 		for idx := 0; ; idx++ {
 			if i >= len(b) || b[i] != '"' {
-				return -1, "request body is not valid JSON: expecting property name enclosed in double quotes at byte " + itoa(i)
+				return -1, invalidJSON(nil, i, "expecting property name enclosed in double quotes")
 			}
 			kend, escaped, err := scanString(b, i)
 			if err != nil {
-				return -1, "request body is not valid JSON: " + err.Error()
+				return -1, invalidJSON(err, 0, "")
 			}
 			if n := len(r.hints); n > 0 && r.hints[n-1].next == -1 && r.hints[n-1].idx == idx-1 {
 				r.hints[n-1].next = i
 			}
 			key := i
-			i = skipWS(b, kend)
-			if i >= len(b) || b[i] != ':' {
-				return -1, "request body is not valid JSON: expecting ':' delimiter at byte " + itoa(i)
+			if i = skipWS(b, kend); i >= len(b) || b[i] != ':' {
+				return -1, invalidJSON(nil, i, "expecting ':' delimiter")
 			}
 			val := skipWS(b, i+1)
-			end, stack, err := skipValue(b, val, r.stack)
-			r.stack = stack
+			end, err := r.skipValue(b, val)
 			if err != nil {
-				return -1, "request body is not valid JSON: " + err.Error()
+				return -1, invalidJSON(err, 0, "")
 			}
 			if isHintKey(b[key:kend], escaped, r.scratch[:0]) {
 				r.hints = append(r.hints, member{idx: idx, key: key, val: val, valEnd: end, next: -1})
 			} else if firstKept < 0 {
 				firstKept = idx
 			}
-			i = skipWS(b, end)
-			if i < len(b) && b[i] == '}' {
+			if i = skipWS(b, end); i < len(b) && b[i] == '}' {
 				i++
 				break
 			}
 			if i >= len(b) || b[i] != ',' {
-				return -1, "request body is not valid JSON: expecting ',' delimiter at byte " + itoa(i)
+				return -1, invalidJSON(nil, i, "expecting ',' delimiter")
 			}
 			i = skipWS(b, i+1)
 		}
 	}
 	if j := skipWS(b, i); j != len(b) {
-		return -1, "request body is not valid JSON: extra data at byte " + itoa(j)
+		return -1, invalidJSON(nil, j, "extra data")
 	}
 	return firstKept, ""
+}
+
+// skipValue is skipValue with the Rewriter's buffers. On wasm it tries
+// quickSkipValue first, which is compact and fast but leaves anything
+// unusual (errors, non-ASCII strings, deep nesting) to skipValue; natively
+// quickSkipValue always declines and the compiler drops the call.
+func (r *Rewriter) skipValue(b []byte, i int) (int, error) {
+	if bulkPlain {
+		if end := quickSkipValue(b, i, r.closers[:]); end >= 0 {
+			return end, nil
+		}
+	}
+	end, stack, err := skipValue(b, i, r.stack)
+	r.stack = stack
+	return end, err
+}
+
+// invalidJSON is the message of a body that is not JSON: err's, or what at
+// byte off. It is kept out of line so that the scanner's loop stays small,
+// which matters on wasm, where every call site and branch grows the code.
+//
+//go:noinline
+func invalidJSON(err error, off int, what string) string {
+	if err != nil {
+		return "request body is not valid JSON: " + err.Error()
+	}
+	return "request body is not valid JSON: " + what + " at byte " + itoa(off)
 }
 
 // isHintKey reports whether a top-level key literal names kv_hints once

@@ -1,0 +1,129 @@
+package kvhints
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kvgate/kvgate/tests/vectors"
+)
+
+// checkQuickSkip holds quickSkipValue to skipValue on the value at b[i]:
+// an answer it gives must be skipValue's, and on wasm it may decline only
+// what it is documented to leave alone (an error, a non-ASCII byte, more
+// containers than its stack holds).
+func checkQuickSkip(t *testing.T, b []byte, i int) (accepted bool) {
+	t.Helper()
+	var closers [64]byte
+	got := quickSkipValue(b, i, closers[:])
+	want, _, err := skipValue(b, i, nil)
+	if got >= 0 {
+		if err != nil || got != want {
+			t.Fatalf("quickSkipValue(%q, %d) = %d; skipValue gives %d, %v", b, i, got, want, err)
+		}
+		return true
+	}
+	if bulkPlain && err == nil && isASCII(b[i:want]) && bytes.Count(b[i:want], []byte("{"))+bytes.Count(b[i:want], []byte("[")) <= len(closers) {
+		t.Fatalf("quickSkipValue(%q, %d) declined a value skipValue ends at %d", b, i, want)
+	}
+	return false
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// quickSeeds are values at the edges of the grammar quickSkipValue covers.
+var quickSeeds = []string{
+	`"a"`, `""`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\uD83D\uDE00"`, `"\u12"`, `"\x"`, `"abc`, "\"a\x01\"", "\"a\x7f\"", "\"é\"",
+	`"0123456789abcdef0123456789abcdef"`, `"0123456789abcde\"0123456789abcdef"`, `"0123456789abcdef\\n0123456789abcdef"`,
+	`0`, `-0`, `12`, `-`, `-x`, `01`, `1.`, `1.5`, `1.e5`, `1e`, `1e+`, `1E-7`, `1e+07x`, `-1.25e-3`, `123456789012345678901234567890`,
+	`true`, `tru`, `truex`, `false`, `fals`, `null`, `nul`, `NaN`, `Na`, `Infinity`, `Infinit`, `-Infinity`, `-Inf`,
+	`{}`, `{ }`, `[]`, `[ ]`, `{"a":1}`, `{"a" : [1, 2, {"b": null}] , "c":"d"}`, `[1,]`, `[,1]`, `{"a":1,}`, `{"a"}`, `{"a":}`,
+	`{1:2}`, `[1 2]`, `[[[[[]]]]]`, `[{"a":[{"b":[true,false,null,NaN,-Infinity]}]}]`, "[\t\n\r 1 \t\n\r]", `{"a":1}}`, `[1]]`,
+	`{"model":"llama","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"stream":true}`,
+}
+
+// TestQuickSkipValue runs checkQuickSkip over the seeds, every value in the
+// shared vectors' bodies, and random mutations of both.
+func TestQuickSkipValue(t *testing.T) {
+	cases, err := vectors.Load("../tests/vectors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corpus [][]byte
+	for _, s := range quickSeeds {
+		corpus = append(corpus, []byte(s))
+	}
+	for _, c := range cases {
+		if len(c.Request.Body) <= 8<<10 {
+			corpus = append(corpus, c.Request.Body)
+		}
+	}
+	// Deep nesting: at the stack's size and one past it.
+	for _, n := range []int{63, 64, 65} {
+		corpus = append(corpus, []byte(string(bytes.Repeat([]byte("["), n))+string(bytes.Repeat([]byte("]"), n))))
+	}
+	accepted := 0
+	everyStart := func(b []byte) {
+		for i := range b {
+			if !isWS(b[i]) && checkQuickSkip(t, b, i) {
+				accepted++
+			}
+		}
+	}
+	for _, b := range corpus {
+		everyStart(b)
+	}
+	// Mutations: replace, insert or delete a byte, drawn from those the
+	// grammar turns on, then truncate now and then.
+	alphabet := []byte("\"\\{}[],:0123456789-+.eEtrufalsnNIiy \t\n\r\x00\x1f\x7f\x80\xc3\xffub/x")
+	rng := rand.New(rand.NewPCG(7, 11))
+	for range 3000 {
+		b := append([]byte(nil), corpus[rng.IntN(len(corpus))]...)
+		if len(b) > 512 {
+			start := rng.IntN(len(b) - 256)
+			b = b[start : start+256]
+		}
+		for range 1 + rng.IntN(3) {
+			c := alphabet[rng.IntN(len(alphabet))]
+			switch p := rng.IntN(len(b) + 1); rng.IntN(3) {
+			case 0:
+				if p < len(b) {
+					b[p] = c
+				}
+			case 1:
+				b = append(b[:p], append([]byte{c}, b[p:]...)...)
+			default:
+				if p < len(b) {
+					b = append(b[:p], b[p+1:]...)
+				}
+			}
+		}
+		if rng.IntN(4) == 0 {
+			b = b[:rng.IntN(len(b)+1)]
+		}
+		everyStart(b)
+	}
+	if bulkPlain && accepted < 10000 {
+		t.Fatalf("quickSkipValue accepted only %d values", accepted)
+	}
+	t.Logf("%d values accepted by quickSkipValue", accepted)
+}
+
+// FuzzQuickSkipValue runs checkQuickSkip on every start of arbitrary bytes.
+func FuzzQuickSkipValue(f *testing.F) {
+	for _, s := range quickSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for i := range b {
+			checkQuickSkip(t, b, i)
+		}
+	})
+}

@@ -1,0 +1,425 @@
+#include "textflag.h"
+
+// This file holds quickSkipValue, the wasm fast path of skipValue (scan.go).
+// It accepts a subset of what skipValue accepts and gives up (returns -1)
+// on everything else, leaving the answer, and the error message, to
+// skipValue. What it gives up on: any error, a byte outside ASCII inside a
+// string, and nesting deeper than its stack.
+//
+// Locals (i64): R0 the next byte's address, R1 the end address, R2 the
+// body's base address, R3 the stack's top, R4 its base, R5 its limit,
+// R6 the current byte, R7 and R8 scratch, R9 and R10 word masks.
+
+// GIVEUP returns -1.
+#define GIVEUP \
+	Get SP; I64Const $-1; I64Store ret+56(FP); RET
+
+// NEEDMORE gives up unless R0 < R1.
+#define NEEDMORE \
+	Get R0; Get R1; I64GeU; If; GIVEUP; End
+
+// LOADC loads the byte at R0 into R6.
+#define LOADC \
+	Get R0; I32WrapI64; I64Load8U $0; Set R6
+
+#define INC(r, n) \
+	Get r; I64Const $n; I64Add; Set r
+
+// ISDIGIT(r) pushes whether local r holds an ASCII digit.
+#define ISDIGIT(r) \
+	Get r; I64Const $48; I64Sub; I64Const $10; I64LtU
+
+// SKIPWS moves R0 past JSON whitespace (space, tab, LF, CR).
+#define SKIPWS \
+	Block; Loop; \
+	Get R0; Get R1; I64GeU; BrIf $1; \
+	LOADC; \
+	Get R6; I64Const $32; I64Ne; \
+	Get R6; I64Const $9; I64Ne; I32And; \
+	Get R6; I64Const $10; I64Ne; I32And; \
+	Get R6; I64Const $13; I64Ne; I32And; \
+	BrIf $1; \
+	INC(R0, 1); Br $0; \
+	End; End
+
+// DIGITS moves R0 past ASCII digits.
+#define DIGITS \
+	Block; Loop; \
+	Get R0; Get R1; I64GeU; BrIf $1; \
+	LOADC; ISDIGIT(R6); I32Eqz; BrIf $1; \
+	INC(R0, 1); Br $0; \
+	End; End
+
+// SPECIAL(w) pushes stringSpecial(w) (scan.go) before its final and.
+#define SPECIAL(w) \
+	Get w; I64Const $0x2222222222222222; I64Xor; I64Const $0x0101010101010101; I64Sub; \
+	Get w; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; I64Const $0x0101010101010101; I64Sub; I64Or; \
+	Get w; I64Const $0x2020202020202020; I64Sub; I64Or; \
+	Get w; I64Or
+
+// HEX(k) gives up unless the byte at R0+k is a hex digit.
+#define HEX(k) \
+	Get R0; I32WrapI64; I64Load8U $k; Set R8; \
+	ISDIGIT(R8); \
+	Get R8; I64Const $32; I64Or; I64Const $97; I64Sub; I64Const $6; I64LtU; \
+	I32Or; I32Eqz; If; GIVEUP; End
+
+// STRING moves R0 from the opening quote of a string to just past its
+// closing quote. Runs of plain bytes go 16 at a time, and a block holding
+// a special byte is entered at that byte.
+#define STRING \
+	INC(R0, 1); \
+	Block; Loop; \
+		Block; Loop; \
+			Get R1; Get R0; I64Sub; I64Const $16; I64LtU; BrIf $1; \
+			Get R0; I32WrapI64; I64Load $0; Set R7; \
+			Get R0; I32WrapI64; I64Load $8; Set R8; \
+			SPECIAL(R7); I64Const $-0x7f7f7f7f7f7f7f80; I64And; Set R9; \
+			SPECIAL(R8); I64Const $-0x7f7f7f7f7f7f7f80; I64And; Set R10; \
+			Get R9; Get R10; I64Or; I64Eqz; \
+			If; INC(R0, 16); Br $1; End; \
+			Get R9; I64Eqz; \
+			If; \
+				Get R0; I64Const $8; I64Add; Get R10; I64Ctz; I64Const $3; I64ShrU; I64Add; Set R0; \
+			Else; \
+				Get R0; Get R9; I64Ctz; I64Const $3; I64ShrU; I64Add; Set R0; \
+			End; \
+		End; End; \
+		NEEDMORE; \
+		LOADC; \
+		Get R6; I64Const $34; I64Eq; \
+		If; INC(R0, 1); Br $2; End; \
+		Get R6; I64Const $92; I64Eq; \
+		If; \
+			Get R0; I64Const $1; I64Add; Get R1; I64GeU; If; GIVEUP; End; \
+			Get R0; I32WrapI64; I64Load8U $1; Set R7; \
+			Get R7; I64Const $117; I64Eq; \
+			If; \
+				Get R0; I64Const $6; I64Add; Get R1; I64GtU; If; GIVEUP; End; \
+				HEX(2); HEX(3); HEX(4); HEX(5); \
+				INC(R0, 6); Br $2; \
+			End; \
+			Get R7; I64Const $34; I64Eq; \
+			Get R7; I64Const $92; I64Eq; I32Or; \
+			Get R7; I64Const $47; I64Eq; I32Or; \
+			Get R7; I64Const $98; I64Eq; I32Or; \
+			Get R7; I64Const $102; I64Eq; I32Or; \
+			Get R7; I64Const $110; I64Eq; I32Or; \
+			Get R7; I64Const $114; I64Eq; I32Or; \
+			Get R7; I64Const $116; I64Eq; I32Or; \
+			I32Eqz; If; GIVEUP; End; \
+			INC(R0, 2); Br $1; \
+		End; \
+		Get R6; I64Const $32; I64LtU; \
+		Get R6; I64Const $127; I64GtU; I32Or; \
+		If; GIVEUP; End; \
+		INC(R0, 1); Br $0; \
+	End; End
+
+// KEY moves R0 from where a member's key must start to its value, past
+// the key, the colon and any whitespace.
+#define KEY \
+	NEEDMORE; LOADC; \
+	Get R6; I64Const $34; I64Ne; If; GIVEUP; End; \
+	STRING; \
+	SKIPWS; \
+	NEEDMORE; LOADC; \
+	Get R6; I64Const $58; I64Ne; If; GIVEUP; End; \
+	INC(R0, 1); \
+	SKIPWS
+
+// PUSH(c) pushes the closer c on the container stack.
+#define PUSH(c) \
+	Get R3; Get R5; I64GeU; If; GIVEUP; End; \
+	Get R3; I32WrapI64; I64Const $c; I64Store8 $0; \
+	INC(R3, 1)
+
+// LITERAL(n, load, want) checks that the n bytes at R0 are a keyword whose
+// bytes after the first, loaded with load at offset 1 (or all of them at
+// offset 0 when n is 4 or 8), equal want.
+#define LITERAL(n, load, off, want) \
+	Get R0; I64Const $n; I64Add; Get R1; I64GtU; If; GIVEUP; End; \
+	Get R0; I32WrapI64; load $off; want; If; GIVEUP; End; \
+	INC(R0, n)
+
+// func quickSkipValue(b []byte, i int, stack []byte) int
+TEXT ·quickSkipValue(SB), NOSPLIT, $0-64
+	I64Load b_base+0(FP)
+	Tee R2
+	I64Load i+24(FP)
+	I64Add
+	Set R0
+	Get R2
+	I64Load b_len+8(FP)
+	I64Add
+	Set R1
+	I64Load stack_base+32(FP)
+	Tee R4
+	Set R3
+	Get R4
+	I64Load stack_len+40(FP)
+	I64Add
+	Set R5
+
+	Loop // $value: a value is expected at R0
+		Block // $after: leaving it means a value ended just before R0
+			NEEDMORE
+			LOADC
+
+			Get R6
+			I64Const $34 // '"'
+			I64Eq
+			If
+				STRING
+				Br $1
+			End
+
+			Get R6
+			I64Const $123 // '{'
+			I64Eq
+			If
+				INC(R0, 1)
+				SKIPWS
+				Get R0
+				Get R1
+				I64LtU
+				If
+					LOADC
+					Get R6
+					I64Const $125 // '}'
+					I64Eq
+					If
+						INC(R0, 1)
+						Br $3 // $after
+					End
+				End
+				PUSH(125)
+				KEY
+				Br $2 // $value
+			End
+
+			Get R6
+			I64Const $91 // '['
+			I64Eq
+			If
+				INC(R0, 1)
+				SKIPWS
+				Get R0
+				Get R1
+				I64LtU
+				If
+					LOADC
+					Get R6
+					I64Const $93 // ']'
+					I64Eq
+					If
+						INC(R0, 1)
+						Br $3 // $after
+					End
+				End
+				PUSH(93)
+				Br $2 // $value
+			End
+
+			Get R6
+			I64Const $116 // 't'
+			I64Eq
+			If
+				LITERAL(4, I32Load, 0, I32Const $0x65757274; I32Ne) // "true"
+				Br $1
+			End
+			Get R6
+			I64Const $102 // 'f'
+			I64Eq
+			If
+				LITERAL(5, I32Load, 1, I32Const $0x65736c61; I32Ne) // "alse"
+				Br $1
+			End
+			Get R6
+			I64Const $110 // 'n'
+			I64Eq
+			If
+				LITERAL(4, I32Load, 0, I32Const $0x6c6c756e; I32Ne) // "null"
+				Br $1
+			End
+			Get R6
+			I64Const $78 // 'N'
+			I64Eq
+			If
+				LITERAL(3, I32Load16U, 1, I32Const $0x4e61; I32Ne) // "aN"
+				Br $1
+			End
+			Get R6
+			I64Const $73 // 'I'
+			I64Eq
+			If
+				LITERAL(8, I64Load, 0, I64Const $0x7974696e69666e49; I64Ne) // "Infinity"
+				Br $1
+			End
+
+			// A number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? or
+			// -Infinity, the longest prefix (scanNumber).
+			Get R6
+			I64Const $45 // '-'
+			I64Eq
+			If
+				INC(R0, 1)
+				Get R0
+				Get R1
+				I64LtU
+				If
+					LOADC
+					Get R6
+					I64Const $73 // 'I'
+					I64Eq
+					If
+						LITERAL(8, I64Load, 0, I64Const $0x7974696e69666e49; I64Ne)
+						Br $3 // $after
+					End
+				End
+				NEEDMORE
+				LOADC
+			End
+			ISDIGIT(R6)
+			I32Eqz
+			If
+				GIVEUP
+			End
+			INC(R0, 1)
+			Get R6
+			I64Const $48 // '0'
+			I64Ne
+			If
+				DIGITS
+			End
+			// A fraction needs a digit after the point.
+			Get R0
+			I64Const $1
+			I64Add
+			Get R1
+			I64LtU
+			If
+				Get R0
+				I32WrapI64
+				I64Load8U $0
+				I64Const $46 // '.'
+				I64Eq
+				Get R0
+				I32WrapI64
+				I64Load8U $1
+				Set R7
+				ISDIGIT(R7)
+				I32And
+				If
+					INC(R0, 2)
+					DIGITS
+				End
+			End
+			// An exponent needs a digit after e, E and any sign.
+			Get R0
+			Get R1
+			I64LtU
+			If
+				Get R0
+				I32WrapI64
+				I64Load8U $0
+				I64Const $32
+				I64Or
+				I64Const $101 // 'e' or 'E'
+				I64Eq
+				If
+					Get R0
+					I64Const $1
+					I64Add
+					Set R7
+					Get R7
+					Get R1
+					I64LtU
+					If
+						Get R7
+						I32WrapI64
+						I64Load8U $0
+						Set R8
+						Get R8
+						I64Const $43 // '+'
+						I64Eq
+						Get R8
+						I64Const $45 // '-'
+						I64Eq
+						I32Or
+						If
+							INC(R7, 1)
+						End
+					End
+					Get R7
+					Get R1
+					I64LtU
+					If
+						Get R7
+						I32WrapI64
+						I64Load8U $0
+						Set R8
+						ISDIGIT(R8)
+						If
+							Get R7
+							I64Const $1
+							I64Add
+							Set R0
+							DIGITS
+						End
+					End
+				End
+			End
+		End // $after
+
+		// A value ended: close containers until one wants another element.
+		Loop // $close
+			Get R3
+			Get R4
+			I64Eq
+			If
+				Get SP
+				Get R0
+				Get R2
+				I64Sub
+				I64Store ret+56(FP)
+				RET
+			End
+			SKIPWS
+			NEEDMORE
+			LOADC
+			Get R3
+			I64Const $1
+			I64Sub
+			I32WrapI64
+			I64Load8U $0
+			Set R7 // the innermost container's closer
+			Get R6
+			Get R7
+			I64Eq
+			If
+				Get R3
+				I64Const $1
+				I64Sub
+				Set R3
+				INC(R0, 1)
+				Br $1 // $close
+			End
+			Get R6
+			I64Const $44 // ','
+			I64Ne
+			If
+				GIVEUP
+			End
+			INC(R0, 1)
+			SKIPWS
+			Get R7
+			I64Const $125 // '}'
+			I64Eq
+			If
+				KEY
+			End
+			Br $1 // $value
+		End // $close
+	End // $value
+	GIVEUP
