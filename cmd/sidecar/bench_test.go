@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -33,7 +34,11 @@ func benchTargets(b *testing.B) targets {
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024}
 	plain := httptest.NewServer(rp)
 	b.Cleanup(plain.Close)
-	l, _, _ := startInProcess(b, "-upstream", echo.URL)
+	args := []string{"-upstream", echo.URL}
+	if f := os.Getenv("KVGATE_BENCH_FILTER"); f != "" {
+		args = append(args, "-filter", f)
+	}
+	l, _, _ := startInProcess(b, args...)
 	return targets{echo.URL, plain.URL, "http://" + l.API}
 }
 
