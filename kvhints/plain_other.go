@@ -8,5 +8,8 @@ const bulkPlain = false
 
 func plainWords(b []byte) int { return plainWordsGo(b) }
 
-// quickSkipValue always leaves the answer to skipValue natively.
+// quickSkipValue and quickScan always leave the answer to the Go scanner
+// natively.
 func quickSkipValue(b []byte, i int, stack []byte) int { return -1 }
+
+func quickScan(b []byte, i int, stack []byte, out []int64) int { return -1 }

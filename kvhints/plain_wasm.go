@@ -8,7 +8,11 @@ const bulkPlain = true
 //go:noescape
 func plainWords(b []byte) int
 
-// quickSkipValue is implemented in value_wasm.s.
+// quickScan is implemented in value_wasm.s.
 //
 //go:noescape
-func quickSkipValue(b []byte, i int, stack []byte) int
+func quickScan(b []byte, i int, stack []byte, out []int64) int
+
+// quickSkipValue validates the value at b[i] with quickScan; -1 means it
+// declined (see value_wasm.s).
+func quickSkipValue(b []byte, i int, stack []byte) int { return quickScan(b, i, stack, nil) }

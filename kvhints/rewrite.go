@@ -88,7 +88,8 @@ type Rewriter struct {
 	hints   []member
 	admit   Admitter
 	scratch [64]byte
-	closers [64]byte // quickSkipValue's container stack
+	closers [64]byte  // quickScan's container stack
+	quick   [26]int64 // quickScan's output
 }
 
 // member is one top-level kv_hints member of the body.
@@ -170,6 +171,20 @@ func (r *Rewriter) scan(b []byte) (firstKept int, msg string) {
 	if hasPrefix(b, "\xef\xbb\xbf") {
 		i = 3
 	}
+	if bulkPlain {
+		if n := quickScan(b, i, r.closers[:], r.quick[:]); n >= 0 {
+			for k := range n {
+				q := r.quick[1+5*k : 6+5*k]
+				r.hints = append(r.hints, member{idx: int(q[0]), key: int(q[1]), val: int(q[2]), valEnd: int(q[3]), next: int(q[4])})
+			}
+			return int(r.quick[0]), ""
+		}
+	}
+	return r.scanGo(b, i)
+}
+
+// scanGo is scan after the encoding checks, from offset i, in Go.
+func (r *Rewriter) scanGo(b []byte, i int) (firstKept int, msg string) {
 	i = skipWS(b, i)
 	if i == len(b) {
 		return -1, "request body holds only whitespace; expected a JSON object"

@@ -38,6 +38,39 @@ func isASCII(b []byte) bool {
 	return true
 }
 
+// checkQuickScan holds quickScan to Rewriter.scanGo on the body b: an
+// answer it gives must be scanGo's (the same kv_hints members and first
+// kept member), and on wasm it may decline only what it is documented to
+// leave alone.
+func checkQuickScan(t *testing.T, b []byte) (accepted bool) {
+	t.Helper()
+	start := 0
+	if hasPrefix(b, "\xef\xbb\xbf") {
+		start = 3
+	}
+	var r Rewriter
+	n := quickScan(b, start, r.closers[:], r.quick[:])
+	firstKept, msg := r.scanGo(b, start)
+	if n >= 0 {
+		if msg != "" || n != len(r.hints) || int(r.quick[0]) != firstKept {
+			t.Fatalf("quickScan(%q) = %d hints, first kept %d; scanGo: %d hints, first kept %d, %q", b, n, r.quick[0], len(r.hints), firstKept, msg)
+		}
+		for k, h := range r.hints {
+			q := r.quick[1+5*k : 6+5*k]
+			if got := (member{int(q[0]), int(q[1]), int(q[2]), int(q[3]), int(q[4])}); got != h {
+				t.Fatalf("quickScan(%q): hint %d is %+v, scanGo's is %+v", b, k, got, h)
+			}
+		}
+		return true
+	}
+	rest := b[start:]
+	if j := skipWS(rest, 0); bulkPlain && msg == "" && j < len(rest) && rest[j] == '{' && isASCII(b) &&
+		!bytes.Contains(b, []byte(`\`)) && len(r.hints) <= 4 && bytes.Count(b, []byte("{"))+bytes.Count(b, []byte("[")) <= len(r.closers) {
+		t.Fatalf("quickScan(%q) declined a body scanGo reads", b)
+	}
+	return false
+}
+
 // quickSeeds are values at the edges of the grammar quickSkipValue covers.
 var quickSeeds = []string{
 	`"a"`, `""`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\uD83D\uDE00"`, `"\u12"`, `"\x"`, `"abc`, "\"a\x01\"", "\"a\x7f\"", "\"é\"",
@@ -114,6 +147,73 @@ func TestQuickSkipValue(t *testing.T) {
 		t.Fatalf("quickSkipValue accepted only %d values", accepted)
 	}
 	t.Logf("%d values accepted by quickSkipValue", accepted)
+}
+
+// TestQuickScan runs checkQuickScan over the vectors' bodies, bodies built
+// around kv_hints members, and random mutations of both.
+func TestQuickScan(t *testing.T) {
+	cases, err := vectors.Load("../tests/vectors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corpus [][]byte
+	for _, c := range cases {
+		if len(c.Request.Body) <= 8<<10 {
+			corpus = append(corpus, c.Request.Body)
+		}
+	}
+	for _, s := range []string{
+		`{}`, ` { } `, "\xef\xbb\xbf{}", `{"kv_hints":1}`, `{"kv_hints":null,"x":0}`, `{"x":0,"kv_hints":{}}`,
+		`{"kv_hints":[1],"kv_hints":{"a":"b"},"y":[true]}`, `{"a":1,"kv_hints":2,"b":3,"kv_hints":4,"c":5}`,
+		`{"kv_hints":1,"kv_hints":2,"kv_hints":3,"kv_hints":4,"kv_hints":5}`, `{"kv_hints" : 1 , "x" : 0 }`,
+		`{"kv_hint":1,"kv_hintss":2,"Kv_hints":3,"kv\u005fhints":4}`, `{"model":"m","messages":[{"role":"user","content":"0123456789abcdef0123456789abcdef"}],"kv_hints":{"protocol_version":"0.1"}}`,
+		`[]`, `"kv_hints"`, `{"a":1}x`, `{"a":1} `, `{"a":1`, `{"a" 1}`, `{"a":1,}`,
+	} {
+		corpus = append(corpus, []byte(s))
+	}
+	accepted := 0
+	for _, b := range corpus {
+		if checkQuickScan(t, b) {
+			accepted++
+		}
+	}
+	alphabet := []byte("\"\\{}[],:0123456789-.eEtrufalsnNI \t\n\r\x00\x1f\x80\xc3")
+	tokens := []string{`"kv_hints":`, `"kv_hints":1,`, `,"kv_hints":null`, `{`, `}`, `[`, `]`, `"`, `,`, `\`}
+	rng := rand.New(rand.NewPCG(3, 5))
+	for range 20000 {
+		b := append([]byte(nil), corpus[rng.IntN(len(corpus))]...)
+		for range 1 + rng.IntN(3) {
+			p := rng.IntN(len(b) + 1)
+			switch rng.IntN(4) {
+			case 0:
+				if p < len(b) {
+					b[p] = alphabet[rng.IntN(len(alphabet))]
+				}
+			case 1:
+				b = append(b[:p], append([]byte(tokens[rng.IntN(len(tokens))]), b[p:]...)...)
+			case 2:
+				b = append(b[:p], append([]byte{alphabet[rng.IntN(len(alphabet))]}, b[p:]...)...)
+			default:
+				if p < len(b) {
+					b = append(b[:p], b[p+1:]...)
+				}
+			}
+		}
+		if checkQuickScan(t, b) {
+			accepted++
+		}
+	}
+	if bulkPlain && accepted < 2000 {
+		t.Fatalf("quickScan accepted only %d bodies", accepted)
+	}
+	t.Logf("%d bodies accepted by quickScan", accepted)
+}
+
+// FuzzQuickScan runs checkQuickScan on arbitrary bodies.
+func FuzzQuickScan(f *testing.F) {
+	f.Add([]byte(`{"a":1,"kv_hints":2,"b":3,"kv_hints":4,"c":5}`))
+	f.Add([]byte(`{"model":"m","kv_hints":{"protocol_version":"0.1"},"max_tokens":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) { checkQuickScan(t, b) })
 }
 
 // FuzzQuickSkipValue runs checkQuickSkip on every start of arbitrary bytes.

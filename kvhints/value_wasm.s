@@ -1,18 +1,26 @@
 #include "textflag.h"
 
-// This file holds quickSkipValue, the wasm fast path of skipValue (scan.go).
-// It accepts a subset of what skipValue accepts and gives up (returns -1)
-// on everything else, leaving the answer, and the error message, to
-// skipValue. What it gives up on: any error, a byte outside ASCII inside a
-// string, and nesting deeper than its stack.
+// This file holds quickScan, the wasm fast path of the body scan: one
+// compact loop over an explicit stack of closers. It accepts a subset of
+// what the Go scanner (scan.go, Rewriter.scan) accepts and gives up
+// (returns -1) on everything else, leaving the answer, and the error
+// message, to the Go code. What it gives up on: any error, a byte outside
+// ASCII inside a string, nesting deeper than its stack, and, when scanning
+// a body, a top-level key with an escape or more kv_hints members than its
+// output holds.
 //
 // Locals (i64): R0 the next byte's address, R1 the end address, R2 the
 // body's base address, R3 the stack's top, R4 its base, R5 its limit,
-// R6 the current byte, R7 and R8 scratch, R9 and R10 word masks.
+// R6 the current byte, R7 and R8 scratch, R9 and R10 word masks. When
+// scanning a body: R11 the output's address, R12 the index of the current
+// top-level member, R13 the kv_hints members recorded, R14 the index of
+// the first other member (-1 for none yet), R15 flags: 1 an escape was
+// seen in the current string, 2 the current member is a kv_hints member.
+// R11 is 0 when validating a single value.
 
 // GIVEUP returns -1.
 #define GIVEUP \
-	Get SP; I64Const $-1; I64Store ret+56(FP); RET
+	Get SP; I64Const $-1; I64Store ret+80(FP); RET
 
 // NEEDMORE gives up unless R0 < R1.
 #define NEEDMORE \
@@ -91,6 +99,7 @@
 		If; INC(R0, 1); Br $2; End; \
 		Get R6; I64Const $92; I64Eq; \
 		If; \
+			Get R15; I64Const $1; I64Or; Set R15; \
 			Get R0; I64Const $1; I64Add; Get R1; I64GeU; If; GIVEUP; End; \
 			Get R0; I32WrapI64; I64Load8U $1; Set R7; \
 			Get R7; I64Const $117; I64Eq; \
@@ -128,6 +137,71 @@
 	INC(R0, 1); \
 	SKIPWS
 
+// TOPLEVEL pushes whether a body is being scanned and the container
+// stack holds only the top-level object.
+#define TOPLEVEL \
+	Get R11; I64Eqz; I32Eqz; \
+	Get R3; Get R4; I64Sub; I64Const $1; I64Eq; I32And
+
+// SLOT(k) pushes the i32 address of field k of the current record: out[1
+// + 5*R13 + k], the fields being the member's index, key, value, value's
+// end and the next member's key.
+#define SLOT(k) \
+	Get R11; Get R13; I64Const $40; I64Mul; I64Add; I64Const $(8+8*k); I64Add; I32WrapI64
+
+// MEMBERKEY is KEY for a top-level member: it starts a record for it in
+// the next slot, gives up on an escaped key, and marks a kv_hints key.
+#define MEMBERKEY \
+	INC(R12, 1); \
+	Get R13; I64Eqz; I32Eqz; \
+	If; \
+		Get R11; Get R13; I64Const $40; I64Mul; I64Add; I64Const $-32; I64Add; I32WrapI64; I64Load $0; \
+		Get R12; I64Const $1; I64Sub; I64Eq; \
+		If; \
+			Get R11; Get R13; I64Const $40; I64Mul; I64Add; I32WrapI64; \
+			Get R0; Get R2; I64Sub; I64Store $0; \
+		End; \
+	End; \
+	SLOT(0); Get R12; I64Store $0; \
+	SLOT(1); Get R0; Get R2; I64Sub; I64Store $0; \
+	I64Const $0; Set R15; \
+	NEEDMORE; LOADC; \
+	Get R6; I64Const $34; I64Ne; If; GIVEUP; End; \
+	STRING; \
+	Get R15; I64Eqz; I32Eqz; If; GIVEUP; End; \
+	SLOT(1); I64Load $0; Get R2; I64Add; Set R7; \
+	Get R0; Get R7; I64Sub; I64Const $10; I64Eq; \
+	If; \
+		Get R7; I32WrapI64; I64Load $0; I64Const $0x746e69685f766b22; I64Eq; \
+		Get R7; I32WrapI64; I64Load16U $8; I64Const $0x2273; I64Eq; I32And; \
+		If; I64Const $2; Set R15; End; \
+	End; \
+	SKIPWS; \
+	NEEDMORE; LOADC; \
+	Get R6; I64Const $58; I64Ne; If; GIVEUP; End; \
+	INC(R0, 1); \
+	SKIPWS; \
+	SLOT(2); Get R0; Get R2; I64Sub; I64Store $0
+
+// ANYKEY is MEMBERKEY at the top level of a body, KEY elsewhere.
+#define ANYKEY \
+	TOPLEVEL; If; MEMBERKEY; Else; KEY; End
+
+// MEMBEREND closes the record of a top-level member whose value ended
+// just before R0: a kv_hints member's record is kept (the next member's
+// key unknown yet), any other member may be the first kept one.
+#define MEMBEREND \
+	Get R15; I64Const $2; I64And; I64Eqz; \
+	If; \
+		Get R14; I64Const $0; I64LtS; If; Get R12; Set R14; End; \
+	Else; \
+		Get R13; I64Const $4; I64GeU; If; GIVEUP; End; \
+		SLOT(3); Get R0; Get R2; I64Sub; I64Store $0; \
+		SLOT(4); I64Const $-1; I64Store $0; \
+		INC(R13, 1); \
+	End; \
+	I64Const $0; Set R15
+
 // PUSH(c) pushes the closer c on the container stack.
 #define PUSH(c) \
 	Get R3; Get R5; I64GeU; If; GIVEUP; End; \
@@ -142,8 +216,15 @@
 	Get R0; I32WrapI64; load $off; want; If; GIVEUP; End; \
 	INC(R0, n)
 
-// func quickSkipValue(b []byte, i int, stack []byte) int
-TEXT ·quickSkipValue(SB), NOSPLIT, $0-64
+// func quickScan(b []byte, i int, stack []byte, out []int64) int
+//
+// With an empty out, it validates the value at b[i] and returns the
+// offset just past it. Otherwise b[i:] must be a JSON object, with only
+// whitespace before and after, and out must hold 26 words (it gives up
+// otherwise): it returns the number of top-level kv_hints members (at most
+// 4), records them in out (see SLOT; the fifth record is scratch) and
+// stores the index of the first other member, or -1, in out[0].
+TEXT ·quickScan(SB), NOSPLIT, $0-88
 	I64Load b_base+0(FP)
 	Tee R2
 	I64Load i+24(FP)
@@ -160,6 +241,39 @@ TEXT ·quickSkipValue(SB), NOSPLIT, $0-64
 	I64Load stack_len+40(FP)
 	I64Add
 	Set R5
+	I64Const $0
+	Set R15
+
+	I64Const $0
+	Set R11
+	I64Load out_len+64(FP)
+	I64Eqz
+	I32Eqz
+	If // a body: an object is expected
+		I64Load out_len+64(FP)
+		I64Const $26
+		I64LtU
+		If
+			GIVEUP
+		End
+		I64Load out_base+56(FP)
+		Set R11
+		I64Const $-1
+		Set R12
+		I64Const $0
+		Set R13
+		I64Const $-1
+		Set R14
+		SKIPWS
+		NEEDMORE
+		LOADC
+		Get R6
+		I64Const $123 // '{'
+		I64Ne
+		If
+			GIVEUP
+		End
+	End
 
 	Loop // $value: a value is expected at R0
 		Block // $after: leaving it means a value ended just before R0
@@ -194,7 +308,7 @@ TEXT ·quickSkipValue(SB), NOSPLIT, $0-64
 					End
 				End
 				PUSH(125)
-				KEY
+				ANYKEY
 				Br $2 // $value
 			End
 
@@ -374,15 +488,38 @@ TEXT ·quickSkipValue(SB), NOSPLIT, $0-64
 
 		// A value ended: close containers until one wants another element.
 		Loop // $close
+			TOPLEVEL
+			If
+				MEMBEREND
+			End
 			Get R3
 			Get R4
 			I64Eq
 			If
-				Get SP
+				Get R11
+				I64Eqz
+				If
+					Get SP
+					Get R0
+					Get R2
+					I64Sub
+					I64Store ret+80(FP)
+					RET
+				End
+				SKIPWS
 				Get R0
-				Get R2
-				I64Sub
-				I64Store ret+56(FP)
+				Get R1
+				I64Ne
+				If
+					GIVEUP
+				End
+				Get R11
+				I32WrapI64
+				Get R14
+				I64Store $0
+				Get SP
+				Get R13
+				I64Store ret+80(FP)
 				RET
 			End
 			SKIPWS
@@ -417,7 +554,7 @@ TEXT ·quickSkipValue(SB), NOSPLIT, $0-64
 			I64Const $125 // '}'
 			I64Eq
 			If
-				KEY
+				ANYKEY
 			End
 			Br $1 // $value
 		End // $close
