@@ -73,17 +73,21 @@ const (
 	stDone                   // forwarded after inspection or answered locally
 )
 
-// stream is one HTTP request's state.
+// stream is one HTTP request's state. It holds no pointers (its root is
+// named by id), so that creating and forgetting one, several times per
+// request, needs no write barriers or typed clearing: on wasm those are
+// calls into the runtime.
 type stream struct {
 	id    uint32
-	root  *root
+	root  uint32 // the root context's id
 	state uint8
 }
 
 // Plugin is the filter of one VM: its root contexts, its in-flight streams
 // and the kvhints.Rewriter they share (a VM runs one callback at a time).
 // Its methods are the proxy-wasm callbacks; it is not safe for concurrent
-// use.
+// use. A *stream points into streams and is valid until the next context
+// is created or released.
 //
 // Streams and roots are kept in small slices searched linearly: a VM holds
 // few at a time, and on wasm this is several times cheaper than a map.
@@ -91,8 +95,7 @@ type Plugin struct {
 	host    Host
 	rw      kvhints.Rewriter
 	roots   []*root
-	streams []*stream
-	free    []*stream
+	streams []stream
 }
 
 // New returns a Plugin that talks to host.
@@ -101,9 +104,9 @@ func New(host Host) *Plugin {
 }
 
 func (p *Plugin) stream(id uint32) *stream {
-	for _, s := range p.streams {
-		if s.id == id {
-			return s
+	for i := range p.streams {
+		if p.streams[i].id == id {
+			return &p.streams[i]
 		}
 	}
 	return nil
@@ -127,14 +130,7 @@ func (p *Plugin) OnContextCreate(id, parent uint32) {
 		return
 	}
 	p.release(id) // a reused id starts afresh
-	var s *stream
-	if n := len(p.free); n > 0 {
-		s, p.free = p.free[n-1], p.free[:n-1]
-	} else {
-		s = new(stream)
-	}
-	*s = stream{id: id, root: p.root(parent)}
-	p.streams = append(p.streams, s)
+	p.streams = append(p.streams, stream{id: id, root: parent})
 }
 
 // OnVMStart accepts any VM configuration.
@@ -206,7 +202,11 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (a Action) {
 	defer p.guard(id, &a)
 	s := p.stream(id)
-	if s == nil || s.root == nil || !s.root.ok || s.state != stNew {
+	var r *root
+	if s != nil {
+		r = p.root(s.root)
+	}
+	if r == nil || !r.ok || s.state != stNew {
 		return p.fail(id, s, "request headers on an unknown or unconfigured stream")
 	}
 	if endOfStream {
@@ -217,7 +217,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	if err != nil {
 		return p.fail(id, s, "cannot read request headers: "+err.Error())
 	}
-	cfg := &s.root.cfg
+	cfg := &r.cfg
 	excluded, status, msg := false, 0, ""
 	err = ForEachHeader(hdrs, func(k, v []byte) {
 		switch {
@@ -243,7 +243,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		return Continue
 	}
 	if status != 0 {
-		return p.reject(s, status, msg)
+		return p.reject(s, r, status, msg)
 	}
 	if err := p.host.RemoveRequestHeader("content-length"); err != nil {
 		return p.fail(id, s, "cannot remove content-length: "+err.Error())
@@ -256,53 +256,58 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 // it. A body over the limit is answered with 413 as soon as it is seen.
 func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Action) {
 	defer p.guard(id, &a)
-	s, a, ok := p.buffering(id, "request body")
+	s, r, a, ok := p.buffering(id, "request body")
 	if !ok {
 		return a
 	}
-	if bodySize > s.root.cfg.MaxBodyBytes {
-		return p.reject(s, 413, "request body is larger than the limit of "+strconv.Itoa(s.root.cfg.MaxBodyBytes)+" bytes")
+	if bodySize > r.cfg.MaxBodyBytes {
+		return p.reject(s, r, 413, "request body is larger than the limit of "+strconv.Itoa(r.cfg.MaxBodyBytes)+" bytes")
 	}
 	if !endOfStream {
 		return Pause
 	}
-	return p.finish(id, s, bodySize)
+	return p.finish(id, s, r, bodySize)
 }
 
 // OnRequestTrailers filters the buffered body of a request that ends in
 // trailers.
 func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a Action) {
 	defer p.guard(id, &a)
-	s, a, ok := p.buffering(id, "request trailers")
+	s, r, a, ok := p.buffering(id, "request trailers")
 	if !ok {
 		return a
 	}
-	return p.finish(id, s, -1)
+	return p.finish(id, s, r, -1)
 }
 
 // buffering finds the stream of a body or trailers callback (what) and
-// reports whether its body is being buffered; otherwise it returns the
-// answer: go on for a stream that is not inspected, hold for one already
-// decided, 503 for a callback out of order.
-func (p *Plugin) buffering(id uint32, what string) (*stream, Action, bool) {
+// its root, and reports whether its body is being buffered; otherwise it
+// returns the answer: go on for a stream that is not inspected, hold for
+// one already decided, 503 for a callback out of order or a root that is
+// gone.
+func (p *Plugin) buffering(id uint32, what string) (*stream, *root, Action, bool) {
 	s := p.stream(id)
 	switch {
 	case s == nil:
-		return nil, p.fail(id, s, what+" on an unknown stream"), false
+		return nil, nil, p.fail(id, s, what+" on an unknown stream"), false
 	case s.state == stPass:
-		return s, Continue, false
+		return s, nil, Continue, false
 	case s.state == stDone:
-		return s, Pause, false
+		return s, nil, Pause, false
 	case s.state != stBuffering:
-		return s, p.fail(id, s, what+" before request headers"), false
+		return s, nil, p.fail(id, s, what+" before request headers"), false
 	}
-	return s, Continue, true
+	r := p.root(s.root)
+	if r == nil {
+		return s, nil, p.fail(id, s, what+" after its plugin was deleted"), false
+	}
+	return s, r, Continue, true
 }
 
 // finish reads the whole buffered body (size bytes, or as much as the host
 // holds when size < 0), rewrites it once and forwards, replaces or rejects.
-func (p *Plugin) finish(id uint32, s *stream, size int) Action {
-	limit := s.root.cfg.MaxBodyBytes
+func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
+	limit := r.cfg.MaxBodyBytes
 	var body []byte
 	var err error
 	switch {
@@ -318,16 +323,16 @@ func (p *Plugin) finish(id uint32, s *stream, size int) Action {
 		return p.fail(id, s, "cannot read request body: "+err.Error())
 	}
 	size = len(body)
-	out, res := p.rw.Rewrite(body, s.root.policy)
+	out, res := p.rw.Rewrite(body, r.policy)
 	if res.Outcome == kvhints.OutcomeRejected {
-		return p.reject(s, res.Status, res.Message)
+		return p.reject(s, r, res.Status, res.Message)
 	}
 	if !sameBytes(out, body) {
 		if err := p.host.ReplaceRequestBody(size, out); err != nil {
 			return p.fail(id, s, "cannot replace request body: "+err.Error())
 		}
 	}
-	ids := &s.root.ids
+	ids := &r.ids
 	switch res.Outcome {
 	case kvhints.OutcomeAdmitted:
 		p.count(ids.admitted)
@@ -365,24 +370,21 @@ func (p *Plugin) release(id uint32) {
 		if s.id == id {
 			last := len(p.streams) - 1
 			p.streams[i] = p.streams[last]
-			p.streams[last] = nil
 			p.streams = p.streams[:last]
-			*s = stream{}
-			p.free = append(p.free, s)
 			return
 		}
 	}
 }
 
 // reject answers the request with status and the OpenAI-style error.
-func (p *Plugin) reject(s *stream, status int, msg string) Action {
+func (p *Plugin) reject(s *stream, r *root, status int, msg string) Action {
 	s.state = stDone
 	if err := p.host.SendLocalResponse(status, DetailsRejected, kvhints.ErrorBody(status, msg), jsonHeaders); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	for i, st := range RejectStatuses {
 		if st == status {
-			p.count(s.root.ids.rejected[i])
+			p.count(r.ids.rejected[i])
 		}
 	}
 	return Pause
