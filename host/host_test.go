@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvgate/kvgate/wasm"
 )
 
 func filter(t *testing.T, h *Host, action, body string) (*Decision, error) {
@@ -465,6 +467,35 @@ func TestOnlyRemoved(t *testing.T) {
 		removed, ok := onlyRemoved(orig, c.now)
 		if ok != c.ok || !slices.Equal(removed, c.removed) {
 			t.Errorf("%s: got %q %v, want %q %v", c.name, removed, ok, c.removed, c.ok)
+		}
+	}
+}
+
+// TestHeaderOwned: when the guest only removes fields (the kvgate filter
+// drops content-length), a request with HeaderOwned gets them removed from
+// its own Header, and any other request keeps its Header untouched.
+func TestHeaderOwned(t *testing.T) {
+	h, err := New(context.Background(), wasm.Module, Options{PoolSize: 1, CacheDir: testCacheDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	for _, owned := range []bool{false, true} {
+		hdr := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"2"}, "Accept": {"*/*"}}
+		d, err := h.Filter(context.Background(), &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "a",
+			Header: hdr, HeaderOwned: owned, Body: []byte("{}")})
+		if err != nil || d.Local != nil || !d.HeaderChanged {
+			t.Fatalf("owned=%v: %v %+v", owned, err, d)
+		}
+		if d.Header.Get("Content-Length") != "" || d.Header.Get("Accept") != "*/*" || d.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("owned=%v: forwarded header %v", owned, d.Header)
+		}
+		if got := hdr.Get("Content-Length"); owned != (got == "") {
+			t.Fatalf("owned=%v: the request's own header now has Content-Length %q", owned, got)
+		}
+		d.Header.Set("X-Probe", "1")
+		if owned != (hdr.Get("X-Probe") == "1") {
+			t.Fatalf("owned=%v: Decision.Header is the request's header: %v", owned, !owned)
 		}
 	}
 }

@@ -226,7 +226,10 @@ func (x *exchange) decision() *Decision {
 		if removed, ok := onlyRemoved(x.origHeaders, x.headers); ok {
 			// The common case (the kvgate filter drops content-length):
 			// the request's own header, less some fields.
-			h := r.Header.Clone()
+			h := r.Header
+			if !r.HeaderOwned {
+				h = h.Clone()
+			}
 			for k := range h {
 				if slices.Contains(removed, lowerName(k)) {
 					delete(h, k)

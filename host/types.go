@@ -80,6 +80,11 @@ type Request struct {
 	// body several times); only the slice in Decision.Body is used in the
 	// end. When nil, the host allocates.
 	NewBody func(n int) []byte
+	// HeaderOwned lets the host edit Header in place when the guest only
+	// removed fields (Decision.Header is then Header itself) instead of
+	// returning a copy: a caller that forwards the request and has no more
+	// use for the original header (the sidecar) saves a copy per request.
+	HeaderOwned bool
 }
 
 // LocalReply is a response the guest sent itself (proxy_send_local_response).

@@ -204,7 +204,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	defer func() { changed.release() }()
 	req := &host.Request{
 		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
-		Header: r.Header, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
+		Header: r.Header, HeaderOwned: true, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
 		NewBody: func(n int) []byte {
 			changed.release()
 			p, c := getBuf(n)
