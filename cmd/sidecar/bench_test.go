@@ -34,11 +34,8 @@ func benchTargets(b *testing.B) targets {
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024}
 	plain := httptest.NewServer(rp)
 	b.Cleanup(plain.Close)
-	args := []string{"-upstream", echo.URL}
-	if f := os.Getenv("KVGATE_BENCH_FILTER"); f != "" {
-		args = append(args, "-filter", f)
-	}
-	l, _, _ := startInProcess(b, args...)
+	// KVGATE_BENCH_ARGS adds sidecar flags, e.g. "-filter candidate.wasm".
+	l, _, _ := startInProcess(b, append([]string{"-upstream", echo.URL}, strings.Fields(os.Getenv("KVGATE_BENCH_ARGS"))...)...)
 	return targets{echo.URL, plain.URL, "http://" + l.API}
 }
 
@@ -97,13 +94,63 @@ func BenchmarkChat4KiBPaired(b *testing.B) {
 		diff[i] = side[i] - plain[i]
 	}
 	b.StopTimer()
-	p50 := func(d []time.Duration) float64 {
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		return float64(d[len(d)/2].Nanoseconds()) / 1e3
+	b.ReportMetric(median(plain), "proxy-p50-µs")
+	b.ReportMetric(median(side), "sidecar-p50-µs")
+	b.ReportMetric(median(diff), "added-p50-µs")
+}
+
+// BenchmarkCompare runs two sidecars and the plain proxy side by side in
+// one process: one client sends each 4 KiB request to all three, in an
+// order that rotates every round, and the benchmark reports each sidecar's
+// added p50 (the median of its per-round difference from the proxy) and
+// the median of B's difference from A. The sidecars' extra flags come from
+// KVGATE_A and KVGATE_B, for example "-filter candidate.wasm"; with neither
+// set the two are the same and the numbers show the harness's own noise.
+// It is how a change to the module or the host is judged: on these shared
+// machines runs drift by more than most changes are worth, but two
+// variants measured in the same rounds drift together.
+//
+//	KVGATE_A="-filter old.wasm" go test -run '^$' -bench Compare -benchtime 6000x -count 4 ./cmd/sidecar
+func BenchmarkCompare(b *testing.B) {
+	tg := benchTargets(b)
+	urls := []string{tg.plain}
+	for _, k := range []string{"KVGATE_A", "KVGATE_B"} {
+		l, _, _ := startInProcess(b, append([]string{"-upstream", tg.direct}, strings.Fields(os.Getenv(k))...)...)
+		urls = append(urls, "http://"+l.API)
 	}
-	b.ReportMetric(p50(plain), "proxy-p50-µs")
-	b.ReportMetric(p50(side), "sidecar-p50-µs")
-	b.ReportMetric(p50(diff), "added-p50-µs")
+	body := chatBody(4096)
+	tr := &http.Transport{MaxIdleConnsPerHost: 3, MaxIdleConns: 9}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	do := func(u string) time.Duration { return timedPost(b, cl, u+"/v1/chat/completions", body) }
+	for range 64 {
+		for _, u := range urls {
+			do(u)
+		}
+	}
+	orders := [][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
+	a := make([]time.Duration, b.N)
+	bb := make([]time.Duration, b.N)
+	ba := make([]time.Duration, b.N)
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for i := range b.N {
+		var t [3]time.Duration
+		for _, k := range orders[i%len(orders)] {
+			t[k] = do(urls[k])
+		}
+		a[i], bb[i], ba[i] = t[1]-t[0], t[2]-t[0], t[2]-t[1]
+	}
+	b.StopTimer()
+	b.ReportMetric(median(a), "A-added-p50-µs")
+	b.ReportMetric(median(bb), "B-added-p50-µs")
+	b.ReportMetric(median(ba), "B-minus-A-p50-µs")
+}
+
+// median returns the median of d in microseconds, sorting d.
+func median(d []time.Duration) float64 {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return float64(d[len(d)/2].Nanoseconds()) / 1e3
 }
 
 // BenchmarkBody4MiB: one client, a 4 MiB body (the default limit).
