@@ -71,6 +71,37 @@ func checkQuickScan(t *testing.T, b []byte) (accepted bool) {
 	return false
 }
 
+// mutator makes test bodies: one to three edits, each replacing,
+// inserting or deleting a byte from alphabet, or inserting one of tokens.
+type mutator struct {
+	rng      *rand.Rand
+	alphabet []byte
+	tokens   []string
+}
+
+// pick returns a copy of a random body of corpus.
+func (m *mutator) pick(corpus [][]byte) []byte {
+	return append([]byte(nil), corpus[m.rng.IntN(len(corpus))]...)
+}
+
+func (m *mutator) mutate(b []byte) []byte {
+	for range 1 + m.rng.IntN(3) {
+		p := m.rng.IntN(len(b) + 1)
+		c := m.alphabet[m.rng.IntN(len(m.alphabet))]
+		switch k := m.rng.IntN(4); {
+		case k == 0 && p < len(b):
+			b[p] = c
+		case k == 1 && len(m.tokens) > 0:
+			b = append(b[:p], append([]byte(m.tokens[m.rng.IntN(len(m.tokens))]), b[p:]...)...)
+		case k <= 2:
+			b = append(b[:p], append([]byte{c}, b[p:]...)...)
+		case p < len(b):
+			b = append(b[:p], b[p+1:]...)
+		}
+	}
+	return b
+}
+
 // quickSeeds are values at the edges of the grammar quickSkipValue covers.
 var quickSeeds = []string{
 	`"a"`, `""`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\uD83D\uDE00"`, `"\u12"`, `"\x"`, `"abc`, "\"a\x01\"", "\"a\x7f\"", "\"é\"",
@@ -113,33 +144,17 @@ func TestQuickSkipValue(t *testing.T) {
 	for _, b := range corpus {
 		everyStart(b)
 	}
-	// Mutations: replace, insert or delete a byte, drawn from those the
-	// grammar turns on, then truncate now and then.
-	alphabet := []byte("\"\\{}[],:0123456789-+.eEtrufalsnNIiy \t\n\r\x00\x1f\x7f\x80\xc3\xffub/x")
-	rng := rand.New(rand.NewPCG(7, 11))
+	// Mutations of windows of the corpus, then truncated now and then.
+	m := mutator{rng: rand.New(rand.NewPCG(7, 11)), alphabet: []byte("\"\\{}[],:0123456789-+.eEtrufalsnNIiy \t\n\r\x00\x1f\x7f\x80\xc3\xffub/x")}
 	for range 3000 {
-		b := append([]byte(nil), corpus[rng.IntN(len(corpus))]...)
+		b := m.pick(corpus)
 		if len(b) > 512 {
-			start := rng.IntN(len(b) - 256)
+			start := m.rng.IntN(len(b) - 256)
 			b = b[start : start+256]
 		}
-		for range 1 + rng.IntN(3) {
-			c := alphabet[rng.IntN(len(alphabet))]
-			switch p := rng.IntN(len(b) + 1); rng.IntN(3) {
-			case 0:
-				if p < len(b) {
-					b[p] = c
-				}
-			case 1:
-				b = append(b[:p], append([]byte{c}, b[p:]...)...)
-			default:
-				if p < len(b) {
-					b = append(b[:p], b[p+1:]...)
-				}
-			}
-		}
-		if rng.IntN(4) == 0 {
-			b = b[:rng.IntN(len(b)+1)]
+		b = m.mutate(b)
+		if m.rng.IntN(4) == 0 {
+			b = b[:m.rng.IntN(len(b)+1)]
 		}
 		everyStart(b)
 	}
@@ -177,28 +192,10 @@ func TestQuickScan(t *testing.T) {
 			accepted++
 		}
 	}
-	alphabet := []byte("\"\\{}[],:0123456789-.eEtrufalsnNI \t\n\r\x00\x1f\x80\xc3")
-	tokens := []string{`"kv_hints":`, `"kv_hints":1,`, `,"kv_hints":null`, `{`, `}`, `[`, `]`, `"`, `,`, `\`}
-	rng := rand.New(rand.NewPCG(3, 5))
+	m := mutator{rng: rand.New(rand.NewPCG(3, 5)), alphabet: []byte("\"\\{}[],:0123456789-.eEtrufalsnNI \t\n\r\x00\x1f\x80\xc3"),
+		tokens: []string{`"kv_hints":`, `"kv_hints":1,`, `,"kv_hints":null`, `{`, `}`, `[`, `]`, `"`, `,`, `\`}}
 	for range 20000 {
-		b := append([]byte(nil), corpus[rng.IntN(len(corpus))]...)
-		for range 1 + rng.IntN(3) {
-			p := rng.IntN(len(b) + 1)
-			switch rng.IntN(4) {
-			case 0:
-				if p < len(b) {
-					b[p] = alphabet[rng.IntN(len(alphabet))]
-				}
-			case 1:
-				b = append(b[:p], append([]byte(tokens[rng.IntN(len(tokens))]), b[p:]...)...)
-			case 2:
-				b = append(b[:p], append([]byte{alphabet[rng.IntN(len(alphabet))]}, b[p:]...)...)
-			default:
-				if p < len(b) {
-					b = append(b[:p], b[p+1:]...)
-				}
-			}
-		}
+		b := m.mutate(m.pick(corpus))
 		if checkQuickScan(t, b) {
 			accepted++
 		}

@@ -208,6 +208,19 @@
 	Get R3; I32WrapI64; I64Const $c; I64Store8 $0; \
 	INC(R3, 1)
 
+// OPEN(c) enters the container whose opening byte is at R0 and whose
+// closer is c: an empty one is a value that ended ($after, three blocks
+// out from where OPEN is used), any other has c pushed.
+#define OPEN(c) \
+	INC(R0, 1); \
+	SKIPWS; \
+	Get R0; Get R1; I64LtU; \
+	If; \
+		LOADC; Get R6; I64Const $c; I64Eq; \
+		If; INC(R0, 1); Br $3; End; \
+	End; \
+	PUSH(c)
+
 // LITERAL(n, load, want) checks that the n bytes at R0 are a keyword whose
 // bytes after the first, loaded with load at offset 1 (or all of them at
 // offset 0 when n is 4 or 8), equal want.
@@ -292,22 +305,7 @@ TEXT ·quickScan(SB), NOSPLIT, $0-88
 			I64Const $123 // '{'
 			I64Eq
 			If
-				INC(R0, 1)
-				SKIPWS
-				Get R0
-				Get R1
-				I64LtU
-				If
-					LOADC
-					Get R6
-					I64Const $125 // '}'
-					I64Eq
-					If
-						INC(R0, 1)
-						Br $3 // $after
-					End
-				End
-				PUSH(125)
+				OPEN(125)
 				ANYKEY
 				Br $2 // $value
 			End
@@ -316,22 +314,7 @@ TEXT ·quickScan(SB), NOSPLIT, $0-88
 			I64Const $91 // '['
 			I64Eq
 			If
-				INC(R0, 1)
-				SKIPWS
-				Get R0
-				Get R1
-				I64LtU
-				If
-					LOADC
-					Get R6
-					I64Const $93 // ']'
-					I64Eq
-					If
-						INC(R0, 1)
-						Br $3 // $after
-					End
-				End
-				PUSH(93)
+				OPEN(93)
 				Br $2 // $value
 			End
 

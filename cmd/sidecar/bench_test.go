@@ -70,14 +70,7 @@ func BenchmarkChat4KiBSerial(b *testing.B) {
 func BenchmarkChat4KiBPaired(b *testing.B) {
 	tg := benchTargets(b)
 	body := chatBody(4096)
-	tr := &http.Transport{MaxIdleConnsPerHost: 2, MaxIdleConns: 4}
-	defer tr.CloseIdleConnections()
-	cl := &http.Client{Transport: tr}
-	do := func(url string) time.Duration { return timedPost(b, cl, url+"/v1/chat/completions", body) }
-	for range 64 {
-		do(tg.plain)
-		do(tg.sidecar)
-	}
+	do := serialClient(b, body, tg.plain, tg.sidecar)
 	plain := make([]time.Duration, b.N)
 	side := make([]time.Duration, b.N)
 	diff := make([]time.Duration, b.N)
@@ -119,15 +112,7 @@ func BenchmarkCompare(b *testing.B) {
 		urls = append(urls, "http://"+l.API)
 	}
 	body := chatBody(4096)
-	tr := &http.Transport{MaxIdleConnsPerHost: 3, MaxIdleConns: 9}
-	defer tr.CloseIdleConnections()
-	cl := &http.Client{Transport: tr}
-	do := func(u string) time.Duration { return timedPost(b, cl, u+"/v1/chat/completions", body) }
-	for range 64 {
-		for _, u := range urls {
-			do(u)
-		}
-	}
+	do := serialClient(b, body, urls...)
 	orders := [][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
 	a := make([]time.Duration, b.N)
 	bb := make([]time.Duration, b.N)
@@ -145,6 +130,22 @@ func BenchmarkCompare(b *testing.B) {
 	b.ReportMetric(median(a), "A-added-p50-µs")
 	b.ReportMetric(median(bb), "B-added-p50-µs")
 	b.ReportMetric(median(ba), "B-minus-A-p50-µs")
+}
+
+// serialClient returns a function that posts body to one of urls' chat
+// endpoint and times it, after 64 warm-up rounds over all of them. It keeps
+// one connection per url.
+func serialClient(b *testing.B, body []byte, urls ...string) func(url string) time.Duration {
+	tr := &http.Transport{MaxIdleConnsPerHost: 1, MaxIdleConns: len(urls)}
+	b.Cleanup(tr.CloseIdleConnections)
+	cl := &http.Client{Transport: tr}
+	do := func(u string) time.Duration { return timedPost(b, cl, u+"/v1/chat/completions", body) }
+	for range 64 {
+		for _, u := range urls {
+			do(u)
+		}
+	}
+	return do
 }
 
 // median returns the median of d in microseconds, sorting d.
