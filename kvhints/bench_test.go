@@ -46,6 +46,10 @@ const denseText = `The quick brown fox jumps over the lazy dog; \"quoted\" words
 var proseText = strings.Repeat(`Large language model serving stacks route each request to a worker that may already hold part of its KV cache. `, 5) +
 	`The router says \"fetch these blocks\" through a hint. \n\n`
 
+// utf8Text is a prompt that is not in English: two- and three-byte UTF-8
+// characters, spaces and punctuation, no escapes.
+const utf8Text = `Большие языковые модели отвечают на вопросы. 大型语言模型在多个工作节点上运行。 Les modèles répondent vite. `
+
 // chatBody returns a string-heavy chat completion body of about n bytes,
 // with a 2 KiB envelope in the middle when hint is set.
 func chatBody(n int, hint bool) []byte { return chatBodyOf(n, hint, denseText) }
@@ -88,6 +92,8 @@ func BenchmarkRewrite(b *testing.B) {
 		}
 		body := chatBodyOf(4<<20, true, proseText)
 		b.Run(mode.name+"/4MiB-prose/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
+		body = chatBodyOf(4<<20, true, utf8Text)
+		b.Run(mode.name+"/4MiB-utf8/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
 	}
 }
 

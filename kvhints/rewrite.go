@@ -243,8 +243,8 @@ func (r *Rewriter) scanGo(b []byte, i int) (firstKept int, msg string) {
 
 // skipValue is skipValue with the Rewriter's buffers. On wasm it tries
 // quickSkipValue first, which is compact and fast but leaves anything
-// unusual (errors, non-ASCII strings, deep nesting) to skipValue; natively
-// quickSkipValue always declines and the compiler drops the call.
+// unusual (errors, deep nesting) to skipValue; natively quickSkipValue
+// always declines and the compiler drops the call.
 func (r *Rewriter) skipValue(b []byte, i int) (int, error) {
 	if bulkPlain {
 		if end := quickSkipValue(b, i, r.closers[:]); end >= 0 {

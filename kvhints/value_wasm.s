@@ -4,10 +4,10 @@
 // compact loop over an explicit stack of closers. It accepts a subset of
 // what the Go scanner (scan.go, Rewriter.scan) accepts and gives up
 // (returns -1) on everything else, leaving the answer, and the error
-// message, to the Go code. What it gives up on: any error, a byte outside
-// ASCII inside a string, nesting deeper than its stack, and, when scanning
-// a body, a top-level key with an escape or more kv_hints members than its
-// output holds.
+// message, to the Go code. What it gives up on: any error (invalid UTF-8
+// included), nesting deeper than its stack, and, when scanning a body, a
+// top-level key with an escape or more kv_hints members than its output
+// holds.
 //
 // Locals (i64): R0 the next byte's address, R1 the end address, R2 the
 // body's base address, R3 the stack's top, R4 its base, R5 its limit,
@@ -72,6 +72,39 @@
 	Get R8; I64Const $32; I64Or; I64Const $97; I64Sub; I64Const $6; I64LtU; \
 	I32Or; I32Eqz; If; GIVEUP; End
 
+// UTF8 moves R0 past the UTF-8 sequence whose first byte, at R0 and in
+// R6, is not ASCII, and gives up unless it is one that utf8.DecodeRune
+// accepts: no overlong forms, no surrogates, nothing past U+10FFFF. R8 is
+// its length, R9 and R10 the range of its second byte.
+#define UTF8 \
+	Get R6; I64Const $0xC2; I64LtU; If; GIVEUP; End; \
+	I64Const $2; Set R8; I64Const $0x80; Set R9; I64Const $0xBF; Set R10; \
+	Get R6; I64Const $0xE0; I64GeU; \
+	If; \
+		I64Const $3; Set R8; \
+		Get R6; I64Const $0xE0; I64Eq; If; I64Const $0xA0; Set R9; End; \
+		Get R6; I64Const $0xED; I64Eq; If; I64Const $0x9F; Set R10; End; \
+	End; \
+	Get R6; I64Const $0xF0; I64GeU; \
+	If; \
+		Get R6; I64Const $0xF5; I64GeU; If; GIVEUP; End; \
+		I64Const $4; Set R8; \
+		Get R6; I64Const $0xF0; I64Eq; If; I64Const $0x90; Set R9; End; \
+		Get R6; I64Const $0xF4; I64Eq; If; I64Const $0x8F; Set R10; End; \
+	End; \
+	Get R0; Get R8; I64Add; Get R1; I64GtU; If; GIVEUP; End; \
+	Get R0; I32WrapI64; I64Load8U $1; Set R7; \
+	Get R7; Get R9; I64LtU; Get R7; Get R10; I64GtU; I32Or; If; GIVEUP; End; \
+	Get R8; I64Const $3; I64GeU; \
+	If; \
+		Get R0; I32WrapI64; I64Load8U $2; I64Const $0xC0; I64And; I64Const $0x80; I64Ne; If; GIVEUP; End; \
+	End; \
+	Get R8; I64Const $4; I64Eq; \
+	If; \
+		Get R0; I32WrapI64; I64Load8U $3; I64Const $0xC0; I64And; I64Const $0x80; I64Ne; If; GIVEUP; End; \
+	End; \
+	Get R0; Get R8; I64Add; Set R0
+
 // STRING moves R0 from the opening quote of a string to just past its
 // closing quote. Runs of plain bytes go 16 at a time, and a block holding
 // a special byte is entered at that byte.
@@ -119,9 +152,16 @@
 			I32Eqz; If; GIVEUP; End; \
 			INC(R0, 2); Br $1; \
 		End; \
-		Get R6; I64Const $32; I64LtU; \
-		Get R6; I64Const $127; I64GtU; I32Or; \
-		If; GIVEUP; End; \
+		Get R6; I64Const $32; I64LtU; If; GIVEUP; End; \
+		Get R6; I64Const $128; I64GeU; \
+		If; \
+			Loop; \
+				UTF8; \
+				Get R0; Get R1; I64LtU; \
+				If; LOADC; Get R6; I64Const $128; I64GeU; BrIf $1; End; \
+			End; \
+			Br $1; \
+		End; \
 		INC(R0, 1); Br $0; \
 	End; End
 
