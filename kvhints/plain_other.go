@@ -8,8 +8,5 @@ const bulkPlain = false
 
 func plainWords(b []byte) int { return plainWordsGo(b) }
 
-// quickSkipValue and quickScan always leave the answer to the Go scanner
-// natively.
-func quickSkipValue(b []byte, i int, stack []byte) int { return -1 }
-
+// quickScan always leaves the answer to the Go scanner natively.
 func quickScan(b []byte, i int, stack []byte, out []int64) int { return -1 }

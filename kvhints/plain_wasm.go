@@ -12,7 +12,3 @@ func plainWords(b []byte) int
 //
 //go:noescape
 func quickScan(b []byte, i int, stack []byte, out []int64) int
-
-// quickSkipValue validates the value at b[i] with quickScan; -1 means it
-// declined (see value_wasm.s).
-func quickSkipValue(b []byte, i int, stack []byte) int { return quickScan(b, i, stack, nil) }

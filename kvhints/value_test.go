@@ -93,6 +93,21 @@ func (m *mutator) mutate(b []byte) []byte {
 	return b
 }
 
+// vectorBodies returns the shared vectors' request bodies of up to 8 KiB.
+func vectorBodies(t *testing.T) [][]byte {
+	cases, err := vectors.Load("../tests/vectors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies [][]byte
+	for _, c := range cases {
+		if len(c.Request.Body) <= 8<<10 {
+			bodies = append(bodies, c.Request.Body)
+		}
+	}
+	return bodies
+}
+
 // quickSeeds are values at the edges of the grammar quickSkipValue covers.
 var quickSeeds = []string{
 	`"a"`, `""`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\uD83D\uDE00"`, `"\u12"`, `"\x"`, `"abc`, "\"a\x01\"", "\"a\x7f\"", "\"é\"",
@@ -110,19 +125,11 @@ var quickSeeds = []string{
 // TestQuickSkipValue runs checkQuickSkip over the seeds, every value in the
 // shared vectors' bodies, and random mutations of both.
 func TestQuickSkipValue(t *testing.T) {
-	cases, err := vectors.Load("../tests/vectors")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var corpus [][]byte
 	for _, s := range quickSeeds {
 		corpus = append(corpus, []byte(s))
 	}
-	for _, c := range cases {
-		if len(c.Request.Body) <= 8<<10 {
-			corpus = append(corpus, c.Request.Body)
-		}
-	}
+	corpus = append(corpus, vectorBodies(t)...)
 	// Deep nesting: at the stack's size and one past it.
 	for _, n := range []int{63, 64, 65} {
 		corpus = append(corpus, []byte(string(bytes.Repeat([]byte("["), n))+string(bytes.Repeat([]byte("]"), n))))
@@ -161,16 +168,7 @@ func TestQuickSkipValue(t *testing.T) {
 // TestQuickScan runs checkQuickScan over the vectors' bodies, bodies built
 // around kv_hints members, and random mutations of both.
 func TestQuickScan(t *testing.T) {
-	cases, err := vectors.Load("../tests/vectors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var corpus [][]byte
-	for _, c := range cases {
-		if len(c.Request.Body) <= 8<<10 {
-			corpus = append(corpus, c.Request.Body)
-		}
-	}
+	corpus := vectorBodies(t)
 	for _, s := range []string{
 		`{}`, ` { } `, "\xef\xbb\xbf{}", `{"kv_hints":1}`, `{"kv_hints":null,"x":0}`, `{"x":0,"kv_hints":{}}`,
 		`{"kv_hints":[1],"kv_hints":{"a":"b"},"y":[true]}`, `{"a":1,"kv_hints":2,"b":3,"kv_hints":4,"c":5}`,

@@ -26,9 +26,12 @@
 #define NEEDMORE \
 	Get R0; Get R1; I64GeU; If; GIVEUP; End
 
+// BYTEAT(a, k, r) loads the byte at address a+k into r.
+#define BYTEAT(a, k, r) \
+	Get a; I32WrapI64; I64Load8U $k; Set r
+
 // LOADC loads the byte at R0 into R6.
-#define LOADC \
-	Get R0; I32WrapI64; I64Load8U $0; Set R6
+#define LOADC BYTEAT(R0, 0, R6)
 
 #define INC(r, n) \
 	Get r; I64Const $n; I64Add; Set r
@@ -67,7 +70,7 @@
 
 // HEX(k) gives up unless the byte at R0+k is a hex digit.
 #define HEX(k) \
-	Get R0; I32WrapI64; I64Load8U $k; Set R8; \
+	BYTEAT(R0, k, R8); \
 	ISDIGIT(R8); \
 	Get R8; I64Const $32; I64Or; I64Const $97; I64Sub; I64Const $6; I64LtU; \
 	I32Or; I32Eqz; If; GIVEUP; End
@@ -93,7 +96,7 @@
 		Get R6; I64Const $0xF4; I64Eq; If; I64Const $0x8F; Set R10; End; \
 	End; \
 	Get R0; Get R8; I64Add; Get R1; I64GtU; If; GIVEUP; End; \
-	Get R0; I32WrapI64; I64Load8U $1; Set R7; \
+	BYTEAT(R0, 1, R7); \
 	Get R7; Get R9; I64LtU; Get R7; Get R10; I64GtU; I32Or; If; GIVEUP; End; \
 	Get R8; I64Const $3; I64GeU; \
 	If; \
@@ -134,7 +137,7 @@
 		If; \
 			Get R15; I64Const $1; I64Or; Set R15; \
 			Get R0; I64Const $1; I64Add; Get R1; I64GeU; If; GIVEUP; End; \
-			Get R0; I32WrapI64; I64Load8U $1; Set R7; \
+			BYTEAT(R0, 1, R7); \
 			Get R7; I64Const $117; I64Eq; \
 			If; \
 				Get R0; I64Const $6; I64Add; Get R1; I64GtU; If; GIVEUP; End; \
@@ -441,10 +444,7 @@ TEXT ·quickScan(SB), NOSPLIT, $0-88
 				I64Load8U $0
 				I64Const $46 // '.'
 				I64Eq
-				Get R0
-				I32WrapI64
-				I64Load8U $1
-				Set R7
+				BYTEAT(R0, 1, R7)
 				ISDIGIT(R7)
 				I32And
 				If
@@ -473,10 +473,7 @@ TEXT ·quickScan(SB), NOSPLIT, $0-88
 					Get R1
 					I64LtU
 					If
-						Get R7
-						I32WrapI64
-						I64Load8U $0
-						Set R8
+						BYTEAT(R7, 0, R8)
 						Get R8
 						I64Const $43 // '+'
 						I64Eq
@@ -492,10 +489,7 @@ TEXT ·quickScan(SB), NOSPLIT, $0-88
 					Get R1
 					I64LtU
 					If
-						Get R7
-						I32WrapI64
-						I64Load8U $0
-						Set R8
+						BYTEAT(R7, 0, R8)
 						ISDIGIT(R8)
 						If
 							Get R7
