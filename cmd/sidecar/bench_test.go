@@ -67,9 +67,18 @@ func BenchmarkChat4KiBSerial(b *testing.B) {
 // sidecar adds, with the drift of a shared machine cancelled out.
 //
 //	go test -run '^$' -bench Chat4KiBPaired -benchtime 5000x ./cmd/sidecar
-func BenchmarkChat4KiBPaired(b *testing.B) {
+func BenchmarkChat4KiBPaired(b *testing.B) { runPaired(b, chatBody(4096)) }
+
+// BenchmarkBody4MiBPaired is BenchmarkChat4KiBPaired with a 4 MiB body
+// (the default limit): what a large prompt costs on top of the proxy.
+//
+//	go test -run '^$' -bench Body4MiBPaired -benchtime 60x ./cmd/sidecar
+func BenchmarkBody4MiBPaired(b *testing.B) { runPaired(b, chatBody(4<<20-1)) }
+
+// runPaired times body through the plain proxy and the sidecar in pairs
+// and reports both p50s and the p50 of the per-pair difference.
+func runPaired(b *testing.B, body []byte) {
 	tg := benchTargets(b)
-	body := chatBody(4096)
 	do := serialClient(b, body, tg.plain, tg.sidecar)
 	plain := make([]time.Duration, b.N)
 	side := make([]time.Duration, b.N)
