@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,6 +49,54 @@ func BenchmarkChat4KiB(b *testing.B) {
 	for _, c := range []struct{ name, url string }{{"direct", tg.direct}, {"reverseproxy", tg.plain}, {"sidecar", tg.sidecar}} {
 		b.Run(c.name, func(b *testing.B) { runClients(b, c.url+"/v1/chat/completions", body, 64) })
 	}
+}
+
+// BenchmarkChat4KiBRounds: 64 concurrent clients, in rounds that
+// alternate between the plain proxy and the sidecar (which goes first
+// alternates too), each round roundSize requests. Throughput measured one
+// target after the other (BenchmarkChat4KiB) moves with the machine's load
+// between the two runs; rounds of a fraction of a second see the same
+// machine. It reports each side's requests per second over all its rounds
+// and the median per-pair ratio of the sidecar's to the proxy's, in
+// percent.
+//
+//	go test -run '^$' -bench Chat4KiBRounds -benchtime 40x ./cmd/sidecar
+func BenchmarkChat4KiBRounds(b *testing.B) {
+	const clients, roundSize = 64, 1024
+	tg := benchTargets(b)
+	body := chatBody(4096)
+	var rounds [2]func() time.Duration
+	for i, u := range []string{tg.plain, tg.sidecar} {
+		tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients}
+		b.Cleanup(tr.CloseIdleConnections)
+		cl := &http.Client{Transport: tr}
+		url := u + "/v1/chat/completions"
+		rounds[i] = func() time.Duration {
+			start := time.Now()
+			concurrently(clients, roundSize, func(int) { timedPost(b, cl, url, body) })
+			return time.Since(start)
+		}
+		rounds[i]() // warm connections and instances
+	}
+	var total [2]time.Duration
+	ratio := make([]float64, b.N)
+	b.SetBytes(int64(2 * roundSize * len(body)))
+	b.ResetTimer()
+	for i := range b.N {
+		var t [2]time.Duration
+		for k := range 2 {
+			side := (i + k) % 2
+			t[side] = rounds[side]()
+			total[side] += t[side]
+		}
+		ratio[i] = 100 * float64(t[0]) / float64(t[1])
+	}
+	b.StopTimer()
+	sort.Float64s(ratio)
+	perSec := func(d time.Duration) float64 { return float64(b.N*roundSize) / d.Seconds() }
+	b.ReportMetric(perSec(total[0]), "proxy-req/s")
+	b.ReportMetric(perSec(total[1]), "sidecar-req/s")
+	b.ReportMetric(ratio[len(ratio)/2], "sidecar-%-of-proxy")
 }
 
 // BenchmarkChat4KiBSerial: one client, to read the added latency.
@@ -181,36 +229,36 @@ func runClients(b *testing.B, url string, body []byte, clients int) {
 		do()
 	}
 	lat := make([]time.Duration, b.N)
-	var next int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	start := time.Now()
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= int64(b.N) {
-					return
-				}
-				lat[i] = do()
-			}
-		}()
-	}
-	wg.Wait()
+	concurrently(clients, b.N, func(i int) { lat[i] = do() })
 	el := time.Since(start)
 	b.StopTimer()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(b.N)/el.Seconds(), "req/s")
-	_ = fmt.Sprint
+}
+
+// concurrently runs job(0) … job(n-1) on the given number of goroutines,
+// each taking the next index when it is done with one, and returns when
+// all are done.
+func concurrently(workers, n int, job func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				job(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // timedPost sends one chat request, reads the whole answer and returns how
