@@ -103,6 +103,9 @@ func FuzzRewrite(f *testing.F) {
 		if res.Outcome == OutcomeNoHint && !bytes.Equal(out, body) {
 			t.Fatal("no hint, yet the body changed")
 		}
+		if len(out) > len(body) {
+			t.Fatalf("rewritten body longer than the original (%d > %d bytes): Rewriter.Reserve relies on it", len(out), len(body))
+		}
 		if !parsable {
 			return
 		}

@@ -99,6 +99,19 @@ type member struct {
 	next             int // offset of the next member's key, or -1 when last
 }
 
+// Reserve makes room for a rewritten body of n bytes, so that no later
+// Rewrite of a body of at most n bytes allocates its output: a rewritten
+// body is never longer than the original (removal only cuts, and the
+// canonical form of an admitted envelope is never longer than its text).
+// The wasm guest reserves its body limit once at start-up: its linear
+// memory never shrinks and its garbage collector seldom runs, so an output
+// buffer grown step by step would leave every smaller one behind as garbage.
+func (r *Rewriter) Reserve(n int) {
+	if n > cap(r.out) {
+		r.out = make([]byte, 0, n)
+	}
+}
+
 // Rewrite is the package-level Rewrite with reusable buffers. A changed body
 // is returned in the Rewriter's own buffer, valid until the next call.
 func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {

@@ -3,6 +3,7 @@ package kvhints
 import (
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestRewriteUntrusted(t *testing.T) {
@@ -171,6 +172,43 @@ func TestRewriterNoSnapshotAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { r.Rewrite(body, Policy{Trusted: true}) })
 	if allocs != 0 {
 		t.Fatalf("steady-state trusted rewrite allocates %v times", allocs)
+	}
+}
+
+// After Reserve(n), rewrites of bodies up to n bytes write into the one
+// reserved buffer, whatever their order of sizes.
+func TestRewriterReserve(t *testing.T) {
+	const n = 1 << 20
+	body := func(size int, hint string) []byte {
+		head := `{"model":"m","kv_hints":` + hint + `,"prompt":"`
+		return []byte(head + strings.Repeat("x", size-len(head)-2) + `"}`)
+	}
+	pretty := strings.ReplaceAll(strings.ReplaceAll(refEnvelope, ",", ",\n  "), ":", ": ")
+	for _, c := range []struct {
+		name    string
+		policy  Policy
+		hint    string
+		outcome Outcome
+	}{
+		{"untrusted", Policy{}, refEnvelope, OutcomeStripped},
+		{"trusted-canonicalized", Policy{Trusted: true}, pretty, OutcomeAdmitted},
+		{"trusted-discarded", Policy{Trusted: true}, `{"protocol_version":"0.1"}`, OutcomeDiscarded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r Rewriter
+			r.Reserve(n)
+			reserved := unsafe.SliceData(r.out)
+			for _, size := range []int{1 << 10, n / 2, n / 4, n} {
+				in := body(size, c.hint)
+				out, res := r.Rewrite(in, c.policy)
+				if res.Outcome != c.outcome || len(out) >= len(in) {
+					t.Fatalf("%d bytes: %v, %d bytes out", size, res.Outcome, len(out))
+				}
+				if unsafe.SliceData(out) != reserved {
+					t.Fatalf("%d bytes: the output left the reserved buffer", size)
+				}
+			}
+		})
 	}
 }
 
