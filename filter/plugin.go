@@ -96,6 +96,9 @@ type Plugin struct {
 	rw      kvhints.Rewriter
 	roots   []*root
 	streams []stream
+	// reserved is the largest body limit configured so far: the rewriter's
+	// output buffer holds a body of that size from start-up on.
+	reserved int
 }
 
 // New returns a Plugin that talks to host.
@@ -182,6 +185,8 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	if rs, ok := p.host.(Reserver); ok {
 		rs.Reserve(cfg.MaxBodyBytes + 1)
 	}
+	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
+	p.rw.Reserve(p.reserved)
 	p.host.Log(LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
 		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths)))
@@ -408,6 +413,7 @@ func (p *Plugin) fail(id uint32, s *stream, why string) Action {
 func (p *Plugin) guard(id uint32, a *Action) {
 	if r := recover(); r != nil {
 		p.rw = kvhints.Rewriter{NoSnapshot: true}
+		p.rw.Reserve(p.reserved)
 		*a = p.fail(id, p.stream(id), "internal error")
 	}
 }
