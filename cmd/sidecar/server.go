@@ -77,15 +77,18 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	s.reg.MustRegister(s.failures, s.requests, s.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	limitPages, retire := instanceMemory(cfg.MaxBodyBytes)
 	s.host, err = host.New(ctx, cfg.Module, host.Options{
-		PoolSize:     cfg.PoolSize,
-		PluginConfig: cfg.PluginConfig,
-		PluginName:   "kvgate",
-		RootID:       "kvgate",
-		VMID:         "kvgate",
-		CacheDir:     cfg.CacheDir,
-		Logger:       log,
-		Registerer:   s.reg,
+		PoolSize:         cfg.PoolSize,
+		MemoryLimitPages: limitPages,
+		RetireBytes:      retire,
+		PluginConfig:     cfg.PluginConfig,
+		PluginName:       "kvgate",
+		RootID:           "kvgate",
+		VMID:             "kvgate",
+		CacheDir:         cfg.CacheDir,
+		Logger:           log,
+		Registerer:       s.reg,
 	})
 	if err != nil {
 		return nil, err
