@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -94,6 +95,33 @@ func TestMemoryBounded(t *testing.T) {
 	}
 	if h.values["trtllm_kv_hints_ignored_total.reason.untrusted"] == 0 {
 		t.Error("no hints counted")
+	}
+}
+
+// TestMemoryFollowsBodyLimit sends bodies of growing size, up to the
+// configured limit, which is how a guest that grew its buffers step by
+// step reached five times the limit: linear memory must stay where start-up
+// put it, two buffers of the limit and the runtime.
+func TestMemoryFollowsBodyLimit(t *testing.T) {
+	for _, limit := range []int{4 << 20, 32 << 20} {
+		h := newWzHost(t, context.Background(), nil, `{"max_body_bytes":`+strconv.Itoa(limit)+`}`)
+		start := h.memSize()
+		for k := 1; k <= 8; k++ {
+			n := limit * k / 8
+			if r := h.request("/v1/completions", hintBody(n)); !r.forwarded || len(r.body) != n-len(`"kv_hints":`+refHint+`,`) {
+				t.Fatalf("limit %d, body %d: %+v", limit, n, r.status)
+			}
+		}
+		end := h.memSize()
+		t.Logf("limit %d MiB: linear memory %.1f MiB after configure, %.1f MiB after bodies of 1/8 to 8/8 of it",
+			limit>>20, float64(start)/(1<<20), float64(end)/(1<<20))
+		if work := uint32(2*limit + 16<<20); start > work {
+			t.Errorf("limit %d: %d bytes after configure, more than two buffers of the limit and 16 MiB", limit, start)
+		}
+		if end-start > 1<<20 {
+			t.Errorf("limit %d: linear memory grew by %d bytes", limit, end-start)
+		}
+		h.close()
 	}
 }
 
