@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"math/bits"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Request bodies are read into pooled buffers, one pool per power-of-two
@@ -65,42 +67,60 @@ func getBuf(n int) (*[]byte, int) {
 	return &b, c
 }
 
-// readBody reads r's body, at most max+1 bytes: into a buffer of exactly
-// the announced size when Content-Length is known and within the limit,
-// else into a buffer grown as data arrives.
-func readBody(r *http.Request, max int64) (*bodyBuf, error) {
+// firstChunk is the buffer a body whose length is unknown, or longer than
+// this, starts in.
+const firstChunk = 32 << 10
+
+// idleTimer bounds the wait for each part of a body: set (the connection's
+// read deadline) is moved to d from now before reading and again while data
+// arrives, and cleared when the body is read. The zero value waits forever.
+type idleTimer struct {
+	set func(time.Time) error
+	d   time.Duration
+}
+
+func (t idleTimer) arm() time.Time {
+	if t.set == nil || t.d <= 0 {
+		return time.Time{}
+	}
+	now := time.Now()
+	_ = t.set(now.Add(t.d))
+	return now
+}
+
+func (t idleTimer) clear() {
+	if t.set != nil && t.d > 0 {
+		_ = t.set(time.Time{})
+	}
+}
+
+// readBody reads r's body, at most max+1 bytes, into a pooled buffer that
+// grows with what arrives: a body announced at up to firstChunk bytes gets
+// a buffer of its size at once, a longer or chunked one starts at
+// firstChunk and doubles, up to the announced size. Memory then follows
+// the bytes received, not the bytes announced: a client that announces
+// 4 MiB and sends nothing holds 32 KiB. The wait for each part is bounded
+// by idle; a body that stalls ends in an error that errTimeout reports.
+func readBody(r *http.Request, max int64, idle idleTimer) (*bodyBuf, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return &bodyBuf{}, nil
 	}
-	limit := max + 1
+	want := max + 1 // unknown or over-long length: read one byte past the limit
 	if cl := r.ContentLength; cl > 0 && cl <= max {
-		p, c := getBuf(int(cl))
-		bb := &bodyBuf{b: p, class: c}
-		n, err := io.ReadFull(r.Body, (*p)[:cl])
-		bb.n = n
-		if err != nil {
-			bb.release()
-			return nil, err
-		}
-		return bb, nil
+		want = cl
 	}
-	// Unknown or over-long length: grow up to max+1 bytes.
-	size := int64(32 << 10)
-	if r.ContentLength > 0 {
-		size = min(r.ContentLength, limit)
-	}
-	size = min(size, limit)
-	p, c := getBuf(int(size))
+	p, c := getBuf(int(min(want, firstChunk)))
 	bb := &bodyBuf{b: p, class: c}
-	for int64(bb.n) < limit {
+	armed := idle.arm()
+	defer idle.clear()
+	for int64(bb.n) < want {
 		if bb.n == len(*bb.b) {
-			np, nc := getBuf(int(min(2*int64(len(*bb.b)), limit)))
+			np, nc := getBuf(int(min(2*int64(len(*bb.b)), want)))
 			copy(*np, (*bb.b)[:bb.n])
 			bb.release()
 			bb = &bodyBuf{b: np, n: bb.n, class: nc}
 		}
-		buf := (*bb.b)[bb.n:min(int64(len(*bb.b)), limit)]
-		m, err := r.Body.Read(buf)
+		m, err := r.Body.Read((*bb.b)[bb.n:min(int64(len(*bb.b)), want)])
 		bb.n += m
 		if err == io.EOF {
 			break
@@ -109,8 +129,21 @@ func readBody(r *http.Request, max int64) (*bodyBuf, error) {
 			bb.release()
 			return nil, err
 		}
+		if m > 0 && !armed.IsZero() && time.Since(armed) > idle.d/4 {
+			armed = idle.arm()
+		}
+	}
+	if want == r.ContentLength && int64(bb.n) < want {
+		bb.release()
+		return nil, io.ErrUnexpectedEOF
 	}
 	return bb, nil
+}
+
+// errTimeout reports whether err is a read that ran into its deadline.
+func errTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // forwardBody is the body handed to the transport. Close releases the

@@ -15,7 +15,6 @@ import (
 )
 
 func TestReadBody(t *testing.T) {
-	body := strings.Repeat("x", 5000)
 	for _, c := range []struct {
 		name    string
 		cl      int64
@@ -28,10 +27,18 @@ func TestReadBody(t *testing.T) {
 		{"chunked", -1, 10000, 5000},
 		{"chunked over limit", -1, 1000, 1001},
 		{"chunked, limit past 32 KiB growth", -1, 1 << 20, 5000},
+		{"known, past the first buffer", 100 << 10, 1 << 20, 100 << 10},
+		{"known, over limit, past the first buffer", 100 << 10, 80 << 10, 80<<10 + 1},
+		{"chunked, over limit, past the first buffer", -1, 80 << 10, 80<<10 + 1},
 	} {
-		r, _ := http.NewRequest("POST", "http://x/", io.MultiReader(strings.NewReader(body)))
+		body := strings.Repeat("x", 5000)
+		if c.wantLen > len(body) {
+			body = strings.Repeat("0123456789", c.wantLen/10+1)
+		}
+		// Parts of 1,000 bytes or less, as they come from a socket.
+		r, _ := http.NewRequest("POST", "http://x/", iotest.HalfReader(strings.NewReader(body)))
 		r.ContentLength = c.cl
-		b, err := readBody(r, c.max)
+		b, err := readBody(r, c.max, idleTimer{})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -44,19 +51,51 @@ func TestReadBody(t *testing.T) {
 	big := strings.Repeat("y", 100<<10)
 	r, _ := http.NewRequest("POST", "http://x/", io.MultiReader(strings.NewReader(big)))
 	r.ContentLength = -1
-	b, err := readBody(r, 1<<20)
+	b, err := readBody(r, 1<<20, idleTimer{})
 	if err != nil || string(b.bytes()) != big {
 		t.Fatalf("chunked 100 KiB: %d bytes, %v", len(b.bytes()), err)
 	}
 	// A body shorter than its Content-Length is an error.
 	r, _ = http.NewRequest("POST", "http://x/", io.MultiReader(strings.NewReader("abc")))
 	r.ContentLength = 10
-	if _, err := readBody(r, 100); err == nil {
+	if _, err := readBody(r, 100, idleTimer{}); err == nil {
 		t.Fatal("short body accepted")
 	}
 	r, _ = http.NewRequest("POST", "http://x/", http.NoBody)
-	if b, err := readBody(r, 100); err != nil || b.bytes() != nil {
+	if b, err := readBody(r, 100, idleTimer{}); err != nil || b.bytes() != nil {
 		t.Fatalf("no body: %v %v", b.bytes(), err)
+	}
+}
+
+// offers records how much room each Read is given.
+type offers struct {
+	r     io.Reader
+	sizes []int
+}
+
+func (o *offers) Read(p []byte) (int, error) {
+	o.sizes = append(o.sizes, len(p))
+	return o.r.Read(p)
+}
+
+// Memory follows the bytes received, not the bytes announced: no read of a
+// body announced at 4 MiB is offered more room than firstChunk or what has
+// arrived so far, so a client that stops sending holds little.
+func TestReadBodyGrowsWithData(t *testing.T) {
+	const n = 4 << 20
+	o := &offers{r: iotest.HalfReader(strings.NewReader(strings.Repeat("x", n)))}
+	r, _ := http.NewRequest("POST", "http://x/", o)
+	r.ContentLength = n
+	b, err := readBody(r, n, idleTimer{})
+	if err != nil || len(b.bytes()) != n {
+		t.Fatalf("%d bytes, %v", len(b.bytes()), err)
+	}
+	got := 0
+	for i, size := range o.sizes {
+		if size > max(firstChunk, got) {
+			t.Fatalf("read %d offered %d bytes with %d received", i, size, got)
+		}
+		got += (size + 1) / 2 // HalfReader fills half
 	}
 }
 
@@ -64,7 +103,7 @@ func TestReadBody(t *testing.T) {
 // a late read by the transport must fail, never return recycled bytes.
 func TestForwardBodyReadAfterClose(t *testing.T) {
 	r, _ := http.NewRequest("POST", "http://x/", strings.NewReader("hello world"))
-	b, err := readBody(r, 100)
+	b, err := readBody(r, 100, idleTimer{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,7 @@ type config struct {
 	PoolSize                int
 	CacheDir                string
 	DrainTimeout            time.Duration
+	IdleTimeout             time.Duration
 	LogFlush                time.Duration
 }
 
@@ -88,6 +89,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk wazero compilation cache; empty: none")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "longest wait for more of a request body (then 408) or for the next request on a kept-alive connection (then it is closed); 0: no limit")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\nFlags:\n")
@@ -115,6 +117,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if cfg.PoolSize < 0 {
 		return nil, fmt.Errorf("-pool-size %d: must be 0 or more", cfg.PoolSize)
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("-idle-timeout %v: must be 0 or more", cfg.IdleTimeout)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		return nil, fmt.Errorf("-max-body-bytes %d: must be positive", cfg.MaxBodyBytes)
@@ -202,8 +207,10 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		apiLn.Close()
 		return err
 	}
-	api := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnContext: connContext}
+	// Bodies are bounded by -idle-timeout in serve (a server-wide
+	// ReadTimeout would also cut off responses streamed for longer).
+	api := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnContext: connContext}
 	admin := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- api.Serve(apiLn) }()

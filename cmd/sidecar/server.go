@@ -66,7 +66,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Help: "Requests handled by the sidecar, by outcome.",
 	}, []string{"outcome"})
 	s.outcomes = map[string]prometheus.Counter{}
-	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "client_gone"} {
+	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "body_timeout", "client_gone"} {
 		s.outcomes[o] = s.requests.WithLabelValues(o)
 	}
 	s.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -186,8 +186,12 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
 	// Envoy's would; it is never forwarded.
 	max := s.cfg.MaxBodyBytes
-	buf, err := readBody(r, max)
-	if err != nil {
+	buf, err := readBody(r, max, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	switch {
+	case err != nil && errTimeout(err):
+		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout), "invalid_request_error")
+		return "body_timeout"
+	case err != nil:
 		writeError(w, http.StatusBadRequest, "cannot read the request body", "invalid_request_error")
 		return "bad_request"
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -160,7 +161,7 @@ func TestFlags(t *testing.T) {
 		}
 	}
 	cfg, err := parseFlags(nil, env(""), io.Discard)
-	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || string(cfg.PluginConfig) != "{}" || cfg.MaxBodyBytes != 4<<20 {
+	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || string(cfg.PluginConfig) != "{}" || cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 	cfg, _ = parseFlags(nil, env("1"), io.Discard)
@@ -179,7 +180,7 @@ func TestFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-upstream", "ftp://x"}, {"-listen", "nope"}, {"-pool-size", "-1"}, {"-max-body-bytes", "0"},
-		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"},
+		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"}, {"-idle-timeout", "-1s"},
 	} {
 		if _, err := parseFlags(bad, env(""), io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -241,6 +242,71 @@ func TestTrapFailsClosed(t *testing.T) {
 			t.Fatalf("pool after trap: %v instances, want 2", m[`kvgate_wasm_instances`])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A client that announces a body and stops sending gets a 408 once
+// -idle-timeout passes without data, and nothing reaches the worker; a
+// kept-alive connection that stays idle that long is closed. A body that
+// keeps coming, slower than the timeout in all but each part, goes through.
+func TestIdleTimeout(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	const idle = 300 * time.Millisecond
+	l, _, _ := startInProcess(t, "-upstream", worker.URL, "-idle-timeout", idle.String())
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", l.API)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	c, br := dial()
+	start := time.Now()
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n{\"prompt\":\"")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 408 || !json.Valid(body) || !strings.Contains(string(body), `"code":408`) {
+		t.Fatalf("stalled body: %d %s", resp.StatusCode, body)
+	}
+	if waited := time.Since(start); waited < idle*3/4 || waited > idle+5*time.Second {
+		t.Fatalf("408 after %v, idle timeout %v", waited, idle)
+	}
+	// A body sent in parts, each within the timeout, the whole longer.
+	c, br = dial()
+	parts := []string{`{"a":"`, strings.Repeat("x", 1000), `","kv_hints":1`, `}`}
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(strings.Join(parts, "")))
+	for _, p := range parts {
+		time.Sleep(idle / 2)
+		_, _ = io.WriteString(c, p)
+	}
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(rec.last()) != `{"a":"`+strings.Repeat("x", 1000)+`"}` {
+		t.Fatalf("slow body: %d, worker got %.80s", resp.StatusCode, rec.last())
+	}
+	// The connection is kept alive, then closed once idle.
+	idleStart := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, want EOF", err)
+	}
+	if waited := time.Since(idleStart); waited < idle*3/4 {
+		t.Fatalf("idle connection closed after %v", waited)
+	}
+	if rec.hits.Load() != 1 {
+		t.Fatalf("worker saw %d requests, want the slow one only", rec.hits.Load())
+	}
+	if m := scrape(t, l.Admin); m[`kvgate_sidecar_requests_total{outcome="body_timeout"}`] != 1 {
+		t.Fatalf("body_timeout outcome: %v", m[`kvgate_sidecar_requests_total{outcome="body_timeout"}`])
 	}
 }
 
