@@ -215,10 +215,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 	errc := make(chan error, 2)
 	go func() { errc <- api.Serve(apiLn) }()
 	go func() { errc <- admin.Serve(adminLn) }()
-	limitPages, retire := instanceMemory(cfg.MaxBodyBytes)
 	log.Info("sidecar serving", "listen", apiLn.Addr().String(), "admin", adminLn.Addr().String(),
 		"upstream", upstream, "pool_size", s.host.Size(), "max_body_bytes", cfg.MaxBodyBytes,
-		"instance_memory_limit_bytes", uint64(limitPages)<<16, "instance_retire_bytes", retire, "filter", filterName(cfg))
+		"instance_memory_limit_bytes", uint64(s.memPages)<<16, "instance_retire_bytes", s.retireBytes, "filter", filterName(cfg))
 	if started != nil {
 		started <- listeners{API: apiLn.Addr().String(), Admin: adminLn.Addr().String(), Upstream: upstream}
 	}

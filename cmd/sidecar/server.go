@@ -38,6 +38,10 @@ type server struct {
 	latency  prometheus.Histogram
 	// outcomes are the requests counter's series, resolved once.
 	outcomes map[string]prometheus.Counter
+	// memPages and retireBytes are each instance's memory cap and retire
+	// size (instanceMemory).
+	memPages    uint32
+	retireBytes uint64
 }
 
 // localAddrKey carries the connection's local address, formatted once per
@@ -77,11 +81,11 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	s.reg.MustRegister(s.failures, s.requests, s.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	limitPages, retire := instanceMemory(cfg.MaxBodyBytes)
+	s.memPages, s.retireBytes = instanceMemory(cfg.MaxBodyBytes)
 	s.host, err = host.New(ctx, cfg.Module, host.Options{
 		PoolSize:         cfg.PoolSize,
-		MemoryLimitPages: limitPages,
-		RetireBytes:      retire,
+		MemoryLimitPages: s.memPages,
+		RetireBytes:      s.retireBytes,
 		PluginConfig:     cfg.PluginConfig,
 		PluginName:       "kvgate",
 		RootID:           "kvgate",
