@@ -97,6 +97,29 @@ func BenchmarkRewrite(b *testing.B) {
 	}
 }
 
+// BenchmarkRewriteDeep: 4 MiB bodies that nest past quickScan's first
+// stack, the shape of a hostile body: brackets as deep as the body is
+// long (rejected, it never closes), balanced ones, and many values each
+// 100 levels deep (a depth Python still reads).
+func BenchmarkRewriteDeep(b *testing.B) {
+	const n = 4 << 20
+	hundred := strings.Repeat("[", 100) + "1" + strings.Repeat("]", 100)
+	for _, c := range []struct{ name, body string }{
+		{"unclosed", `{"kv_hints":1,"a":` + strings.Repeat("[", n)},
+		{"balanced", `{"kv_hints":1,"a":` + strings.Repeat("[", n/2) + strings.Repeat("]", n/2) + `}`},
+		{"depth100", `{"kv_hints":1,"a":[` + strings.Repeat(hundred+",", n/len(hundred)) + `1]}`},
+	} {
+		body := []byte(c.body)
+		b.Run(c.name, func(b *testing.B) {
+			var r Rewriter
+			b.SetBytes(int64(len(body)))
+			for i := 0; i < b.N; i++ {
+				r.Rewrite(body, Policy{})
+			}
+		})
+	}
+}
+
 func benchRewrite(b *testing.B, body []byte, p Policy) {
 	var r Rewriter
 	b.SetBytes(int64(len(body)))
