@@ -2,7 +2,7 @@ package main
 
 import "github.com/kvgate/kvgate/host"
 
-// instanceMemory returns, for a body limit of max bytes, the cap on one
+// instanceMemory returns, for a body limit of maxBody bytes, the cap on one
 // filter instance's linear memory (in 64 KiB pages) and the size past which
 // an instance is retired after its request.
 //

@@ -58,16 +58,18 @@ func TestLargeBodyLimit(t *testing.T) {
 			t.Fatalf("body %d (%d bytes): status %d, %d bytes forwarded", i, n, resp.StatusCode, len(got))
 		}
 	}
-	m := scrape(t, l.Admin)
-	if g, tr := m[`kvgate_wasm_instances_replaced_total{reason="grown"}`], m[`kvgate_wasm_instances_replaced_total{reason="trap"}`]; g != 0 || tr != 0 {
+	replaced := func() (grown, trap float64) {
+		m := scrape(t, l.Admin)
+		return m[`kvgate_wasm_instances_replaced_total{reason="grown"}`], m[`kvgate_wasm_instances_replaced_total{reason="trap"}`]
+	}
+	if g, tr := replaced(); g != 0 || tr != 0 {
 		t.Fatalf("instances replaced for bodies within the limit: grown %v, trap %v", g, tr)
 	}
 	resp, got := post(t, url, `{"a":`+strings.Repeat("[", limit-10))
 	if resp.StatusCode != 400 {
 		t.Fatalf("deeply nested body: status %d: %s", resp.StatusCode, got)
 	}
-	m = scrape(t, l.Admin)
-	if g, tr := m[`kvgate_wasm_instances_replaced_total{reason="grown"}`], m[`kvgate_wasm_instances_replaced_total{reason="trap"}`]; g != 1 || tr != 0 {
+	if g, tr := replaced(); g != 1 || tr != 0 {
 		t.Fatalf("after the deeply nested body: grown %v, trap %v; want 1, 0", g, tr)
 	}
 	if resp, _ := post(t, url, body(1<<10)); resp.StatusCode != 200 {

@@ -247,8 +247,9 @@ func TestTrapFailsClosed(t *testing.T) {
 
 // A client that announces a body and stops sending gets a 408 once
 // -idle-timeout passes without data, and nothing reaches the worker; a
-// kept-alive connection that stays idle that long is closed. A body that
-// keeps coming, slower than the timeout in all but each part, goes through.
+// kept-alive connection that stays idle that long is closed. A body whose
+// parts each come within the timeout, though the whole takes longer, goes
+// through.
 func TestIdleTimeout(t *testing.T) {
 	rec := &recorder{}
 	worker := httptest.NewServer(rec)
