@@ -117,9 +117,11 @@ type Result struct {
 type Option func(*config)
 
 type config struct {
-	dir   string
-	skips []*skip
-	each  []func(*Case, Result)
+	dir      string
+	skips    []*skip
+	each     []func(*Case, string, Result)
+	variants []string
+	set      func(string)
 }
 
 type skip struct {
@@ -140,9 +142,19 @@ func Skip(reason string, match func(*Case) bool) Option {
 	return func(c *config) { c.skips = append(c.skips, &skip{reason: reason, match: match}) }
 }
 
-// Each calls f with every case Run sent and its Result, after the checks
-// (also when they failed), for a test that compares hosts with each other.
-func Each(f func(c *Case, r Result)) Option {
+// Variants sends every case once per variant, for a runner that can send a
+// request in several ways (how the body is framed, how it arrives in
+// chunks): Run calls set(v) before sending a case as variant v, in a
+// subtest named "case/v". The host stays configured across the variants of
+// a case, and every variant is checked against the same expectations.
+func Variants(set func(variant string), variants ...string) Option {
+	return func(c *config) { c.set, c.variants = set, variants }
+}
+
+// Each calls f with every case Run sent, the variant ("" without Variants)
+// and the Result, after the checks (also when they failed), for a test that
+// compares hosts with each other.
+func Each(f func(c *Case, variant string, r Result)) Option {
 	return func(c *config) { c.each = append(c.each, f) }
 }
 
@@ -152,7 +164,7 @@ func Each(f func(c *Case, r Result)) Option {
 // a runner that has an upstream (ObservesForwardStatus and ObservesReply).
 func Oracle(w io.Writer) Option {
 	enc := json.NewEncoder(w)
-	return Each(func(c *Case, r Result) {
+	return Each(func(c *Case, _ string, r Result) {
 		mode := "untrusted"
 		if c.Trusted {
 			mode = "trusted"
@@ -172,7 +184,7 @@ func Oracle(w io.Writer) Option {
 // named after the case, checking everything the case expects that r
 // observes. Cases are grouped by FilterConfig (groups in order of first
 // appearance, file order inside a group) and sent one at a time, never
-// concurrently.
+// concurrently, once per variant when Variants is given.
 func Run(t *testing.T, r Runner, opts ...Option) {
 	t.Helper()
 	var cfg config
@@ -189,11 +201,15 @@ func Run(t *testing.T, r Runner, opts ...Option) {
 	if len(cases) < minCases {
 		t.Fatalf("%d cases in %s, want at least %d: wrong directory?", len(cases), cfg.dir, minCases)
 	}
-	obs := r.Observes()
+
 	meter, _ := r.(Meter)
 	configurer, _ := r.(Configurer)
-	if missing := notObserved(obs, meter != nil); missing != "" {
+	if missing := notObserved(r.Observes(), meter != nil); missing != "" {
 		t.Logf("not observed by this runner, so not checked: %s", missing)
+	}
+	variants := cfg.variants
+	if len(variants) == 0 {
+		variants = []string{""}
 	}
 	order := byConfig(cases)
 	current, configs, sent := "", 0, 0
@@ -210,35 +226,15 @@ func Run(t *testing.T, r Runner, opts ...Option) {
 				configurer.Configure(t, k)
 			}
 		}
-		sent++
-		t.Run(c.Name, func(t *testing.T) {
-			var before Counters
-			if meter != nil {
-				var err error
-				if before, err = meter.Counters(c); err != nil {
-					t.Fatalf("counters before: %v", err)
-				}
+		for _, v := range variants {
+			name := c.Name
+			if v != "" {
+				cfg.set(v)
+				name += "/" + v
 			}
-			res, err := r.Send(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var delta *Counters
-			if meter != nil {
-				after, err := meter.Counters(c)
-				if err != nil {
-					t.Fatalf("counters after: %v", err)
-				}
-				d := after.Sub(before)
-				delta = &d
-			}
-			for _, f := range cfg.each {
-				f(c, res)
-			}
-			for _, p := range Check(c, obs, res, delta) {
-				t.Error(p)
-			}
-		})
+			sent++
+			t.Run(name, func(t *testing.T) { send(t, r, c, v, &cfg) })
+		}
 	}
 	var skipped []string
 	for _, s := range cfg.skips {
@@ -247,11 +243,45 @@ func Run(t *testing.T, r Runner, opts ...Option) {
 		}
 		skipped = append(skipped, fmt.Sprintf("%d: %s", s.n, s.reason))
 	}
-	msg := fmt.Sprintf("%d cases: %d sent in %d configurations", len(cases), sent, configs)
+	msg := fmt.Sprintf("%d cases: %d requests sent in %d configurations", len(cases), sent, configs)
+	if len(cfg.variants) > 0 {
+		msg += fmt.Sprintf(" (variants %s)", strings.Join(cfg.variants, ", "))
+	}
 	if len(skipped) > 0 {
 		msg += ", skipped " + strings.Join(skipped, "; ")
 	}
 	t.Log(msg)
+}
+
+// send sends one case (as variant v) and checks what came back.
+func send(t *testing.T, r Runner, c *Case, v string, cfg *config) {
+	meter, _ := r.(Meter)
+	var before Counters
+	if meter != nil {
+		var err error
+		if before, err = meter.Counters(c); err != nil {
+			t.Fatalf("counters before: %v", err)
+		}
+	}
+	res, err := r.Send(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delta *Counters
+	if meter != nil {
+		after, err := meter.Counters(c)
+		if err != nil {
+			t.Fatalf("counters after: %v", err)
+		}
+		d := after.Sub(before)
+		delta = &d
+	}
+	for _, f := range cfg.each {
+		f(c, v, res)
+	}
+	for _, p := range Check(c, r.Observes(), res, delta) {
+		t.Error(p)
+	}
 }
 
 func (cfg *config) skipped(c *Case) *skip {

@@ -59,7 +59,7 @@ func TestRunSkip(t *testing.T) {
 	p := &replay{}
 	var seen []string
 	Run(t, p, Skip("no content-encoding input", func(c *Case) bool { return c.Request.Headers["content-encoding"] != "" }),
-		Each(func(c *Case, r Result) { seen = append(seen, c.Name) }))
+		Each(func(c *Case, _ string, r Result) { seen = append(seen, c.Name) }))
 	for _, n := range seen {
 		if strings.HasPrefix(n, "http/gzip") {
 			t.Errorf("%s sent despite Skip", n)
@@ -192,5 +192,21 @@ func TestOnlyTestsImportTheKit(t *testing.T) {
 		if pkg != self && strings.Contains(" "+deps+" ", " "+self+" ") {
 			t.Errorf("%s depends on the conformance kit, which imports testing", pkg)
 		}
+	}
+}
+
+func TestRunVariants(t *testing.T) {
+	p := &replay{}
+	var mode string
+	seen := map[string]int{}
+	Run(t, p, Variants(func(v string) { mode = v }, "length", "chunked"),
+		Each(func(c *Case, v string, _ Result) {
+			if v != mode {
+				t.Errorf("%s: Each got variant %q, the runner was set to %q", c.Name, v, mode)
+			}
+			seen[v]++
+		}))
+	if seen["length"] != p.sent/2 || seen["chunked"] != p.sent/2 || p.sent < 2*minCases {
+		t.Errorf("sent %d, per variant %v", p.sent, seen)
 	}
 }
