@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -150,4 +152,20 @@ func (c Counters) Sub(o Counters) Counters {
 func (c Counters) String() string {
 	b, _ := json.Marshal(c)
 	return string(b)
+}
+
+// diff names the fields where c differs from want, with both values.
+func (c Counters) diff(want Counters) string {
+	var g, w map[string]int
+	gb, _ := json.Marshal(c)
+	wb, _ := json.Marshal(want)
+	_ = json.Unmarshal(gb, &g)
+	_ = json.Unmarshal(wb, &w)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		if g[k] != w[k] {
+			out = append(out, fmt.Sprintf("%s %+d, want %+d", k, g[k], w[k]))
+		}
+	}
+	return strings.Join(out, "; ") + " (got " + c.String() + ")"
 }

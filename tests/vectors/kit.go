@@ -369,7 +369,7 @@ func Check(c *Case, obs Observes, r Result, delta *Counters) []string {
 		p = append(p, "canonical hint differs"+diff([]byte(r.CanonicalHint), []byte(e.CanonicalHint)))
 	}
 	if delta != nil && *delta != e.Counters {
-		p = append(p, fmt.Sprintf("counter deltas %s, want %s", delta, &e.Counters))
+		p = append(p, "counter deltas differ: "+delta.diff(e.Counters))
 	}
 	return p
 }
