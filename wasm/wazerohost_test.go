@@ -211,6 +211,15 @@ func (h *wzHost) exportEnv() {
 	}
 }
 
+// result is what wzHost did with one request.
+type result struct {
+	forwarded bool
+	body      []byte
+	status    int // local reply status, 0 if none
+	reply     []byte
+	ctype     string // local reply content-type
+}
+
 // request runs one request through the whole lifecycle: context create,
 // headers, the body in one piece, done, log, delete.
 func (h *wzHost) request(path string, body []byte) result {

@@ -168,8 +168,9 @@ func startEnvoy(t testing.TB, upstream string, listeners []envoy.Listener) *envo
 
 // response is what a client received.
 type response struct {
-	Status int
-	Body   []byte
+	Status      int
+	ContentType string
+	Body        []byte
 }
 
 // send writes one HTTP/1.1 request exactly as given (request target,
@@ -222,7 +223,7 @@ func send(addr, method, target string, headers map[string]string, body []byte, c
 	if err != nil {
 		return response{}, err
 	}
-	return response{Status: resp.StatusCode, Body: rb}, nil
+	return response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: rb}, nil
 }
 
 // series are the values of the filter's metric families in one scrape,

@@ -1,6 +1,3 @@
-// Package vectors loads the shared conformance cases of tests/vectors so
-// that every Go runner (kvhints natively, the filter with a fake host, the
-// compiled module under proxytest and under host/) reads them the same way.
 package vectors
 
 import (
