@@ -7,7 +7,7 @@ import (
 )
 
 // canonicalizer re-encodes a JSON value in the canonical compact form of
-// DESIGN.md section 3 rule 4 while checking its syntax and the content rules
+// docs/spec.md ("Compact size") while checking its syntax and the content rules
 // of rule 5 that apply to the whole envelope: no duplicate keys, no NaN or
 // Infinity, no lone surrogate escapes, integers within -2^63..2^64-1, finite
 // floats, nesting depth within the limit. It never recurses.

@@ -11,7 +11,7 @@ import (
 	"github.com/kvgate/kvgate/kvhints"
 )
 
-// refEnvelope is the reference envelope of DESIGN.md section 3, already in
+// refEnvelope is the reference envelope (docs/spec.md, Admission rules), in
 // canonical compact form (213 bytes).
 const refEnvelope = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
 
