@@ -24,8 +24,25 @@
 //   - ErrorBody and CheckContentEncoding: the small HTTP decisions every
 //     host shares (the OpenAI-style error body, the 415 rule).
 //
-// The package is pure Go with no I/O and no global state, and builds for
-// wasip1 as well as natively. A Rewriter reused across calls allocates
+// Two inner loops of the body scan also exist in WebAssembly assembly,
+// because Go compiled to wasm is slow on a tokenizer (RATIONALE.md). Each
+// comes as a set of files named after it:
+//
+//   - plainWords, the 16-bytes-a-turn test for plain string bytes:
+//     plainwords_wasm.s with its declaration in plainwords_wasm.go,
+//     plainWordsGo in plainwords.go as the definition, and
+//     plainwords_other.go using that definition everywhere but wasm.
+//   - quickScan, the whole scanner as one loop that declines what it does
+//     not cover: quickscan_wasm.s with its declaration in
+//     quickscan_wasm.go; quickscan_other.go declines everything, so
+//     natively the Go scanner decides alone.
+//
+// Their tests (plainwords_test.go, quickscan_test.go) compare the assembly
+// with the Go code; `make wasip1` runs them, and the rest of the package's
+// tests, on wasm.
+//
+// The package is pure Go apart from those two, with no I/O and no global
+// state, and builds for wasip1 as well as natively. A Rewriter reused across calls allocates
 // nothing per request once its buffers have grown, which is what the guest
 // relies on.
 package kvhints
