@@ -279,8 +279,8 @@ func numberOK(lit []byte, kind numKind) bool {
 }
 
 // digitsAtMost compares two decimal numerals without leading zeros.
-func digitsAtMost(d []byte, max string) bool {
-	return len(d) < len(max) || len(d) == len(max) && string(d) <= max
+func digitsAtMost(d []byte, bound string) bool {
+	return len(d) < len(bound) || len(d) == len(bound) && string(d) <= bound
 }
 
 // appendCanonString appends the canonical encoding of the valid string

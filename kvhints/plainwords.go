@@ -1,5 +1,7 @@
 package kvhints
 
+import "encoding/binary"
+
 // plainWords returns the length of the longest prefix of b made of whole
 // 16-byte blocks none of whose bytes ends a string's fast path (see
 // stringSpecial). It stops before the first block holding such a byte, or
@@ -12,7 +14,7 @@ package kvhints
 // against each other by TestPlainWords.
 func plainWordsGo(b []byte) int {
 	i := 0
-	for i+16 <= len(b) && stringSpecial(le64(b[i:]))|stringSpecial(le64(b[i+8:])) == 0 {
+	for i+16 <= len(b) && stringSpecial(binary.LittleEndian.Uint64(b[i:]))|stringSpecial(binary.LittleEndian.Uint64(b[i+8:])) == 0 {
 		i += 16
 	}
 	return i

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -81,7 +82,7 @@ func proxytestRequest(host proxytest.HostEmulator, c *vectors.Case, m string) re
 	body := c.Request.Body
 	n := 3
 	if m == "length" {
-		hdrs = append(hdrs, [2]string{"content-length", itoa(len(body))})
+		hdrs = append(hdrs, [2]string{"content-length", strconv.Itoa(len(body))})
 		n = 1
 	}
 	local := func() (result, bool) {
@@ -124,17 +125,4 @@ func proxytestRequest(host proxytest.HostEmulator, c *vectors.Case, m string) re
 		}
 	}
 	return result{forwarded: true, body: host.GetCurrentRequestBody(id)}
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	return string(b[i:])
 }
