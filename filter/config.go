@@ -21,7 +21,7 @@ const (
 	maxExcludePaths = 1024
 )
 
-// Config is the plugin configuration (DESIGN.md section 7), one JSON object:
+// Config is the plugin configuration (docs/spec.md, Plugin configuration):
 //
 //	{"trust_kv_hints": false, "max_depth": 128, "max_body_bytes": 4194304,
 //	 "exclude_paths": ["/healthz", "/static/*"]}

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 )
 
@@ -75,7 +76,7 @@ func (h *fakeHost) RemoveRequestHeader(name string) error {
 	return nil
 }
 
-func (h *fakeHost) RequestBody(max int) ([]byte, error) {
+func (h *fakeHost) RequestBody(limit int) ([]byte, error) {
 	if err := h.check("RequestBody"); err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func (h *fakeHost) RequestBody(max int) ([]byte, error) {
 		return nil, nil
 	}
 	// A copy, as a real host copies into guest memory.
-	return append([]byte(nil), h.body[:min(max, len(h.body))]...), nil
+	return append([]byte(nil), h.body[:min(limit, len(h.body))]...), nil
 }
 
 func (h *fakeHost) ReplaceRequestBody(oldSize int, body []byte) error {
@@ -191,7 +192,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		h.headers = append(h.headers, [2]string{k, v})
 	}
 	if m == modeLength {
-		h.headers = append(h.headers, [2]string{"content-length", itoa(len(body))})
+		h.headers = append(h.headers, [2]string{"content-length", strconv.Itoa(len(body))})
 	}
 	p.OnContextCreate(id, rootID)
 	defer func() {
@@ -235,17 +236,4 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		return outcome{streamed: streamed}
 	}
 	return outcome{forwarded: true, body: h.body, streamed: streamed}
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
 }

@@ -1,6 +1,7 @@
 // Package filter is the kvgate proxy-wasm HTTP filter's logic: a per-request
 // state machine that buffers each request body, applies kvhints to it and
-// forwards, rewrites or rejects it (DESIGN.md sections 4 to 7).
+// forwards, rewrites or rejects it (docs/spec.md, "Reading a body the way the
+// worker does" through "Plugin configuration").
 //
 // The logic talks to the proxy only through the narrow Host interface, so it
 // builds and is tested natively with a fake host. The proxy-wasm ABI glue

@@ -8,7 +8,7 @@ import (
 	"github.com/kvgate/kvgate/metricname"
 )
 
-// Metric families the filter defines (DESIGN.md section 5). Each series is
+// Metric families the filter defines (docs/spec.md, Metrics). Each series is
 // defined through Host.DefineCounter under its metricname.Encode name.
 const (
 	// MetricIgnored counts ignored hints, label reason (kvhints.Reasons).

@@ -2,6 +2,7 @@ package kvhints
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 )
 
@@ -116,7 +117,7 @@ func (r *Rewriter) Reserve(n int) {
 // is returned in the Rewriter's own buffer, valid until the next call.
 func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
-		return nil, reject(413, "request body is larger than the limit of "+itoa(p.MaxBodyBytes)+" bytes")
+		return nil, reject(413, "request body is larger than the limit of "+strconv.Itoa(p.MaxBodyBytes)+" bytes")
 	}
 	if len(body) == 0 {
 		// No body, no hint: hosts forward body-less requests uninspected,
@@ -279,7 +280,7 @@ func invalidJSON(err error, off int, what string) string {
 	if err != nil {
 		return "request body is not valid JSON: " + err.Error()
 	}
-	return "request body is not valid JSON: " + what + " at byte " + itoa(off)
+	return "request body is not valid JSON: " + what + " at byte " + strconv.Itoa(off)
 }
 
 // isHintKey reports whether a top-level key literal names kv_hints once
@@ -351,7 +352,7 @@ func ErrorBody(status int, message string) []byte {
 	b := append([]byte(nil), `{"error":{"message":`...)
 	b = appendGoString(b, strings.ToValidUTF8(message, "\uFFFD"))
 	b = append(b, `,"type":"invalid_request_error","code":`...)
-	b = appendInt(b, status)
+	b = strconv.AppendInt(b, int64(status), 10)
 	return append(b, "}}"...)
 }
 

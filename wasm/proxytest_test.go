@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -84,7 +85,7 @@ func (r *proxytestRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	body := c.Request.Body
 	n := 3
 	if r.mode == "length" {
-		hdrs = append(hdrs, [2]string{"content-length", itoa(len(body))})
+		hdrs = append(hdrs, [2]string{"content-length", strconv.Itoa(len(body))})
 		n = 1
 	}
 	local := func() (vectors.Result, bool) {
@@ -150,17 +151,4 @@ func chunks(body []byte, n int) [][]byte {
 		out = append(out, body[i*len(body)/n:(i+1)*len(body)/n])
 	}
 	return out
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	return string(b[i:])
 }

@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"crypto/rand"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,14 +149,14 @@ func (h *wzHost) exportEnv() {
 		default:
 			return 2
 		}
-		start, max := u(s, 1), u(s, 2)
+		start, size := u(s, 1), u(s, 2)
 		if len(buf) == 0 {
 			return 1
 		}
 		if int(start) > len(buf) {
 			return 2
 		}
-		n := min(int(max), len(buf)-int(start))
+		n := min(int(size), len(buf)-int(start))
 		h.give(m, buf[start:int(start)+n], u(s, 3), u(s, 4))
 		return 0
 	})
@@ -227,7 +228,7 @@ func (h *wzHost) request(path string, body []byte) result {
 	h.nextID++
 	h.status, h.reply, h.ctype = 0, nil, ""
 	h.headers = append(h.headers[:0], [2]string{":method", "POST"}, [2]string{":path", path},
-		[2]string{"content-type", "application/json"}, [2]string{"content-length", itoa(len(body))})
+		[2]string{"content-type", "application/json"}, [2]string{"content-length", strconv.Itoa(len(body))})
 	h.body = append(h.body[:0], body...)
 	h.call(h.ctxCreate, id, 1)
 	defer func() {

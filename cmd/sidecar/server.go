@@ -186,11 +186,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) serve(w *statusWriter, r *http.Request) string {
-	// Buffer at most max+1 bytes. An over-long body is still shown to the
-	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
+	// Buffer at most limit+1 bytes. An over-long body is still shown to the
+	// filter (cut at limit+1 bytes) so that it answers 413 and counts it as
 	// Envoy's would; it is never forwarded.
-	max := s.cfg.MaxBodyBytes
-	buf, err := readBody(r, max, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	limit := s.cfg.MaxBodyBytes
+	buf, err := readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
 	switch {
 	case err != nil && errTimeout(err):
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout), "invalid_request_error")
@@ -208,7 +208,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		}
 	}()
 	body := buf.bytes()
-	tooLarge := int64(len(body)) > max
+	tooLarge := int64(len(body)) > limit
 	// A body the filter changes is written into pooled memory too; only
 	// the last one the guest wrote is forwarded (and released by it).
 	var changed *bodyBuf
@@ -245,7 +245,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		return "filter_failure"
 	}
 	if tooLarge && (d.Local == nil || d.Local.Status != http.StatusRequestEntityTooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", max), "invalid_request_error")
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit), "invalid_request_error")
 		return "too_large"
 	}
 	if d.Local != nil {

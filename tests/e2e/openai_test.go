@@ -14,7 +14,7 @@ import (
 	"github.com/kvgate/kvgate/envoy"
 )
 
-// canonicalEnvelope is DESIGN.md's reference envelope in canonical compact
+// canonicalEnvelope is docs/spec.md's reference envelope in canonical compact
 // form: what a trusted filter must forward for the client's envelope.
 const canonicalEnvelope = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
 

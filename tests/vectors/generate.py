@@ -2,7 +2,7 @@
 """Generate the kvgate conformance vectors (tests/vectors/*.json).
 
 Python 3.11, standard library only.  Every expectation is derived here from
-DESIGN.md sections 3 and 4 *by construction*: a request body is assembled from
+docs/spec.md (admission, untrusted mode, reading a body) *by construction*: a request body is assembled from
 pieces (head, members with their separators, tail), and the forwarded body is
 assembled from the same pieces with hint members dropped or their value
 replaced by the canonical bytes.  Nothing here runs or reads the Go code.
@@ -29,7 +29,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-COMPACT_LIMIT = 65536          # DESIGN.md 3 rule 4
+COMPACT_LIMIT = 65536          # docs/spec.md, Admission rules, rule 4
 RAW_BOUND = 1 << 20            # cheap raw bound on the hint value (1 MiB)
 DEFAULT_DEPTH = 128
 BOM = b"\xef\xbb\xbf"
@@ -38,7 +38,7 @@ COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed",
 CHAT = "/v1/chat/completions"
 JSON_CT = {"content-type": "application/json"}
 
-# The reference envelope of DESIGN.md section 3 (already canonical).
+# The reference envelope of docs/spec.md (already canonical).
 REF = ('{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1",'
        '"action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":'
        '"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}')
@@ -73,7 +73,7 @@ def jstr(s):
     # Python's encoder with ensure_ascii=False escapes exactly " \\ and the
     # C0 controls (\b \f \n \r \t short, others \u00xx lowercase) and leaves
     # everything else raw, including '/', DEL, U+2028 and non-ASCII: this is
-    # the minimal escaping of DESIGN.md 3 rule 4.
+    # the minimal escaping of docs/spec.md, "Compact size".
     return json.dumps(s, ensure_ascii=False)
 
 
@@ -140,7 +140,7 @@ I64_MIN, U64_MAX = -(2 ** 63), 2 ** 64 - 1
 
 
 def structure_ok(v, max_depth):
-    """DESIGN.md 3 rule 5 on a parsed envelope (an Obj)."""
+    """docs/spec.md rule 5 ("Structure") on a parsed envelope (an Obj)."""
     def get(o, name):
         vals = [x for k, x in o if k == name]
         return vals[-1] if vals else KeyError
@@ -192,7 +192,7 @@ def structure_ok(v, max_depth):
 
 
 def model_admit(raw_text, max_depth=DEFAULT_DEPTH):
-    """Independent model of DESIGN.md 3 (rules 1-6) for one hint value.
+    """Independent model of docs/spec.md's rules 1-6 for one hint value.
     Returns (verdict, canonical-or-None)."""
     v = parse_raw(raw_text)
     if v is None:
@@ -396,7 +396,7 @@ def hint_case(group, short, desc, trusted, body, verdict=None, canonical=None,
     """A forwarded case on a constructed object body.
 
     verdict: for a trusted body with exactly one kv_hints member, the verdict of
-    DESIGN.md 3 ("admitted", "null", "malformed", "unknown_version",
+    docs/spec.md's rules ("admitted", "null", "malformed", "unknown_version",
     "oversized"); it must agree with the model.  For other bodies it may be
     given as the expected outcome ("no_hint", "null_hint", "stripped",
     "discarded") and is checked."""
