@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
@@ -30,7 +31,7 @@ func TestVectors(t *testing.T) {
 			}
 			var out []byte
 			var res kvhints.Result
-			if status, msg := kvhints.CheckContentEncoding(c.Request.Headers["content-encoding"]); status != 0 {
+			if status, msg := httperr.CheckContentEncoding(c.Request.Headers["content-encoding"]); status != 0 {
 				res = kvhints.Result{Outcome: kvhints.OutcomeRejected, Status: status, Message: msg}
 			} else {
 				out, res = r.Rewrite(c.Request.Body, p)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/host"
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -307,10 +308,10 @@ func failureReason(err error) string {
 	return "error"
 }
 
-// writeError answers with an OpenAI-style JSON error.
+// writeError answers with an OpenAI-style JSON error (the guest's own).
 func writeError(w http.ResponseWriter, status int, msg, typ string) {
 	w.Header().Set("Content-Type", "application/json")
-	b := fmt.Appendf(nil, `{"error":{"message":%q,"type":%q,"code":%d}}`, msg, typ, status)
+	b := httperr.Body(status, typ, msg)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
