@@ -184,7 +184,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	copy(r.ids.rejected[:], ids[len(kvhints.Reasons)+1:])
 	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
 	if rs, ok := p.host.(Reserver); ok {
-		rs.Reserve(cfg.MaxBodyBytes + 1)
+		rs.Reserve(copyBlock(cfg.MaxBodyBytes))
 	}
 	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
 	p.rw.Reserve(p.reserved)
