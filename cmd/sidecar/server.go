@@ -187,11 +187,21 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) serve(w *statusWriter, r *http.Request) string {
-	// Buffer at most max+1 bytes. An over-long body is still shown to the
-	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
-	// Envoy's would; it is never forwarded.
+	// A body announced over the limit is refused from the headers: none
+	// of it is read (a client that sent Expect: 100-continue gets no 100
+	// Continue), and the filter sees the headers only, so that it answers
+	// 413 and counts it as Envoy's would. Otherwise buffer at most max+1
+	// bytes: a longer body without Content-Length is still shown to the
+	// filter (cut at max+1 bytes) for the same reason. An over-long body is
+	// never forwarded, and the connection is closed after the 413 rather
+	// than drained of a body nobody wants.
 	max := s.cfg.MaxBodyBytes
-	buf, err := readBody(r, max, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	_, tooLargeMsg := httperr.BodyTooLarge(r.ContentLength, int(max))
+	withheld := tooLargeMsg != ""
+	buf, err := &bodyBuf{}, error(nil)
+	if !withheld {
+		buf, err = readBody(r, max, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	}
 	switch {
 	case err != nil && errTimeout(err):
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout), "invalid_request_error")
@@ -209,14 +219,23 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		}
 	}()
 	body := buf.bytes()
-	tooLarge := int64(len(body)) > max
+	if !withheld {
+		_, tooLargeMsg = httperr.BodyTooLarge(int64(len(body)), int(max))
+	}
+	tooLarge := tooLargeMsg != ""
+	if tooLarge {
+		// After the handler, net/http would wait for up to 256 KiB more of
+		// the body before closing; a read deadline in the past ends that.
+		w.Header().Set("Connection", "close")
+		defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) }()
+	}
 	// A body the filter changes is written into pooled memory too; only
 	// the last one the guest wrote is forwarded (and released by it).
 	var changed *bodyBuf
 	defer func() { changed.release() }()
 	req := &host.Request{
 		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
-		Header: r.Header, HeaderOwned: true, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
+		Header: r.Header, HeaderOwned: true, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
 		NewBody: func(n int) []byte {
 			changed.release()
 			p, c := getBuf(n)
@@ -246,7 +265,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		return "filter_failure"
 	}
 	if tooLarge && (d.Local == nil || d.Local.Status != http.StatusRequestEntityTooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", max), "invalid_request_error")
+		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg, httperr.TypeInvalidRequest)
 		return "too_large"
 	}
 	if d.Local != nil {
