@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
@@ -127,7 +128,7 @@ func TestParity(t *testing.T) {
 	if len(cases) < 500 {
 		t.Fatalf("only %d vectors", len(cases))
 	}
-	python := envoy.Python(t)
+	python := envoytest.Python(t)
 	bin := sidecarBinary(t)
 	w := startWorker(t)
 
@@ -144,7 +145,7 @@ func TestParity(t *testing.T) {
 	ev := hostRun{name: "envoy", addr: map[string]string{}}
 	var listeners []envoy.Listener
 	for i, k := range configs {
-		p := envoy.FreePort(t)
+		p := envoytest.FreePort(t)
 		listeners = append(listeners, envoy.Listener{Name: fmt.Sprintf("kvgate_%d", i), Port: p, PluginConfig: k})
 		ev.addr[k] = fmt.Sprintf("127.0.0.1:%d", p)
 	}
