@@ -264,7 +264,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded", "service_unavailable")
 		return "filter_failure"
 	}
-	if tooLarge && (d.Local == nil || d.Local.Status != http.StatusRequestEntityTooLarge) {
+	if tooLarge && d.Local == nil { // the guest's own refusal (413, or 415 for an encoded body) stands
 		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg, httperr.TypeInvalidRequest)
 		return "too_large"
 	}

@@ -19,7 +19,8 @@ import (
 // (no 100 Continue for a client that sent Expect: 100-continue, and no
 // wait for a body the client has not sent), the filter counts it as
 // Envoy's would, nothing reaches the worker, and the connection is closed
-// after the answer. A body within the limit still gets its 100 Continue,
+// after the answer; the filter's own answer from the headers (415 for an
+// encoded body) stands. A body within the limit still gets its 100 Continue,
 // and a chunked body that runs over the limit gets 413 and a closed
 // connection too.
 func TestAnnouncedOversizeRefusedFromHeaders(t *testing.T) {
@@ -51,7 +52,7 @@ func TestAnnouncedOversizeRefusedFromHeaders(t *testing.T) {
 	}
 	// refused reads the first response and checks that it is the
 	// filter's 413 and that the server closes the connection after it.
-	refused := func(name string, c net.Conn, br *bufio.Reader) {
+	refused := func(name string, c net.Conn, br *bufio.Reader, status int) {
 		t.Helper()
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -62,29 +63,35 @@ func TestAnnouncedOversizeRefusedFromHeaders(t *testing.T) {
 		var e struct {
 			Error struct{ Code int } `json:"error"`
 		}
-		if resp.StatusCode != http.StatusRequestEntityTooLarge || err != nil || json.Unmarshal(body, &e) != nil || e.Error.Code != 413 {
-			t.Fatalf("%s: first response %d %q (%v), want 413", name, resp.StatusCode, body, err)
+		if resp.StatusCode != status || err != nil || json.Unmarshal(body, &e) != nil || e.Error.Code != status {
+			t.Fatalf("%s: first response %d %q (%v), want %d", name, resp.StatusCode, body, err, status)
 		}
 		if !resp.Close {
-			t.Errorf("%s: the 413 does not say Connection: close", name)
+			t.Errorf("%s: the %d does not say Connection: close", name, status)
 		}
 		if n, err := br.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
-			t.Fatalf("%s: connection not closed after the 413: read %d bytes, %v", name, n, err)
+			t.Fatalf("%s: connection not closed after the %d: read %d bytes, %v", name, status, n, err)
 		}
 	}
 
 	c, br := dial()
 	send(c, head(limit+1, "Expect: 100-continue\r\n"))
-	refused("Expect: 100-continue", c, br)
+	refused("Expect: 100-continue", c, br, 413)
 
 	c, br = dial()
 	send(c, head(50<<20, ""))
-	refused("headers only", c, br)
+	refused("headers only", c, br, 413)
+
+	// The filter's answer from the headers stands, as in Envoy: an encoded
+	// body is refused with 415 even when it is also too long.
+	c, br = dial()
+	send(c, head(50<<20, "Content-Encoding: gzip\r\n"))
+	refused("encoded and too long", c, br, 415)
 
 	c, br = dial()
 	send(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
 	send(c, "7d0\r\n"+strings.Repeat("x", 2000)+"\r\n")
-	refused("chunked over the limit", c, br)
+	refused("chunked over the limit", c, br, 413)
 
 	// Within the limit, Expect: 100-continue is answered with 100 Continue
 	// and the body goes through.
@@ -113,7 +120,10 @@ func TestAnnouncedOversizeRefusedFromHeaders(t *testing.T) {
 	if got := m[`kvgate_bodies_rejected_total{status="413"}`]; got != 3 {
 		t.Errorf("413s counted by the filter: %v, want 3", got)
 	}
-	if got := m[`kvgate_sidecar_requests_total{outcome="local_reply"}`]; got != 3 {
-		t.Errorf("local replies: %v, want 3", got)
+	if got := m[`kvgate_bodies_rejected_total{status="415"}`]; got != 1 {
+		t.Errorf("415s counted by the filter: %v, want 1", got)
+	}
+	if got := m[`kvgate_sidecar_requests_total{outcome="local_reply"}`]; got != 4 {
+		t.Errorf("local replies: %v, want 4", got)
 	}
 }
