@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/metricname"
 )
 
@@ -148,7 +149,7 @@ func TestCommittedBootstrap(t *testing.T) {
 // manifests build passes `envoy --mode validate`, which loads the module on
 // V8 and runs its configuration callbacks.
 func TestValidate(t *testing.T) {
-	bin := Binary(t)
+	bin := envoytest.Binary(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

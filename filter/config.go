@@ -56,6 +56,50 @@ func (c *Config) Policy() kvhints.Policy {
 	}
 }
 
+// JSON returns the configuration as a document that ParseConfig reads
+// back to the same Config: every member written out, exclude_paths only
+// when it has entries. A host that builds the configuration itself (the
+// sidecar, from its flags) hands the guest this, so that the guest runs
+// with exactly what the host checked.
+func (c *Config) JSON() []byte {
+	b := append([]byte(nil), `{"trust_kv_hints":`...)
+	b = strconv.AppendBool(b, c.TrustKVHints)
+	b = append(b, `,"max_depth":`...)
+	b = strconv.AppendInt(b, int64(c.MaxDepth), 10)
+	b = append(b, `,"max_body_bytes":`...)
+	b = strconv.AppendInt(b, int64(c.MaxBodyBytes), 10)
+	if len(c.ExcludePaths) > 0 {
+		b = append(b, `,"exclude_paths":[`...)
+		for i, p := range c.ExcludePaths {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, p)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string. Exclude paths are printable
+// ASCII (checkExcludePath), so escaping '"', '\\' and control bytes is
+// all it takes; other bytes are copied.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
 // ConfigError says what is wrong with a plugin configuration.
 type ConfigError struct {
 	// Offset is the byte offset in the document where the problem was found.
@@ -101,22 +145,22 @@ func ParseConfig(doc []byte) (Config, error) {
 			case "trust_kv_hints":
 				field = 0
 				if cfg.TrustKVHints, err = r.boolean(); err != nil {
-					return cfg, err
+					return cfg, memberError(name, err)
 				}
 			case "max_depth":
 				field = 1
 				if cfg.MaxDepth, err = r.integer(1, MaxMaxDepth); err != nil {
-					return cfg, err
+					return cfg, memberError(name, err)
 				}
 			case "max_body_bytes":
 				field = 2
 				if cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes); err != nil {
-					return cfg, err
+					return cfg, memberError(name, err)
 				}
 			case "exclude_paths":
 				field = 3
 				if cfg.ExcludePaths, err = r.paths(); err != nil {
-					return cfg, err
+					return cfg, memberError(name, err)
 				}
 			default:
 				return cfg, &ConfigError{at, "unknown member " + strconv.Quote(name) +
@@ -140,6 +184,15 @@ func ParseConfig(doc []byte) (Config, error) {
 		return cfg, r.err("data after the configuration object")
 	}
 	return cfg, nil
+}
+
+// memberError names the member whose value err is about, so that the
+// message says which setting is wrong as well as where.
+func memberError(name string, err error) error {
+	if ce, ok := err.(*ConfigError); ok {
+		return &ConfigError{ce.Offset, name + ": " + ce.Msg}
+	}
+	return err
 }
 
 // cfgReader is a cursor over a configuration document.

@@ -128,6 +128,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
+		checkJSONRoundTrip(t, cfg)
 		if strings.TrimSpace(string(doc)) == "" {
 			return
 		}
@@ -160,6 +161,35 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkJSONRoundTrip checks that cfg.JSON is a document that ParseConfig
+// reads back to cfg.
+func checkJSONRoundTrip(t *testing.T, cfg Config) {
+	t.Helper()
+	doc := cfg.JSON()
+	back, err := ParseConfig(doc)
+	if len(cfg.ExcludePaths) == 0 {
+		cfg.ExcludePaths = nil // written out only when there are entries
+	}
+	if err != nil || !reflect.DeepEqual(back, cfg) || !json.Valid(doc) {
+		t.Fatalf("%+v: JSON %s reads back as %+v (%v)", cfg, doc, back, err)
+	}
+}
+
+func TestConfigJSON(t *testing.T) {
+	cfg := DefaultConfig()
+	if got := string(cfg.JSON()); got != `{"trust_kv_hints":false,"max_depth":128,"max_body_bytes":4194304}` {
+		t.Errorf("defaults: %s", got)
+	}
+	for _, doc := range []string{``, `{}`, `{"exclude_paths":[]}`,
+		`{"trust_kv_hints":true,"max_depth":1,"max_body_bytes":268435456,"exclude_paths":["/a\"b","/c/*","/~!$&'()+,;=:@"]}`} {
+		cfg, err := ParseConfig([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		checkJSONRoundTrip(t, cfg)
+	}
 }
 
 func TestHeaderMapRoundTrip(t *testing.T) {

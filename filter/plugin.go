@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/metricname"
 )
@@ -45,7 +46,7 @@ const (
 )
 
 // FailureBody is the 503 answer when the filter cannot do its job.
-var FailureBody = []byte(`{"error":{"message":"the request could not be filtered","type":"server_error","code":503}}`)
+var FailureBody = httperr.Body(503, httperr.TypeServer, "the request could not be filtered")
 
 var jsonHeaders = SerializeHeaders([][2]string{{"content-type", "application/json"}})
 
@@ -183,7 +184,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	copy(r.ids.rejected[:], ids[len(kvhints.Reasons)+1:])
 	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
 	if rs, ok := p.host.(Reserver); ok {
-		rs.Reserve(cfg.MaxBodyBytes + 1)
+		rs.Reserve(copyBlock(cfg.MaxBodyBytes))
 	}
 	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
 	p.rw.Reserve(p.reserved)
@@ -230,13 +231,13 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 			excluded = cfg.Excluded(v)
 		case status == 415:
 		case equalFold(k, "content-encoding"):
-			if st, m := kvhints.CheckContentEncoding(string(v)); st != 0 {
+			if st, m := httperr.CheckContentEncoding(string(v)); st != 0 {
 				status, msg = st, m
 			}
 		case status != 0:
 		case equalFold(k, "content-length"):
-			if n, ok := parseLength(v); ok && n > int64(cfg.MaxBodyBytes) {
-				status, msg = 413, "request body is larger than the limit of "+strconv.Itoa(cfg.MaxBodyBytes)+" bytes"
+			if n, ok := parseLength(v); ok {
+				status, msg = httperr.BodyTooLarge(n, cfg.MaxBodyBytes)
 			}
 		}
 	})
@@ -265,8 +266,8 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Act
 	if !ok {
 		return a
 	}
-	if bodySize > r.cfg.MaxBodyBytes {
-		return p.reject(s, r, 413, "request body is larger than the limit of "+strconv.Itoa(r.cfg.MaxBodyBytes)+" bytes")
+	if status, msg := httperr.BodyTooLarge(int64(bodySize), r.cfg.MaxBodyBytes); status != 0 {
+		return p.reject(s, r, status, msg)
 	}
 	if !endOfStream {
 		return Pause
@@ -328,6 +329,9 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
 		return p.fail(id, s, "cannot read request body: "+err.Error())
 	}
 	size = len(body)
+	if status, msg := httperr.BodyTooLarge(int64(size), limit); status != 0 {
+		return p.reject(s, r, status, msg) // a body that ended in trailers
+	}
 	out, res := p.rw.Rewrite(body, r.policy)
 	if res.Outcome == kvhints.OutcomeRejected {
 		return p.reject(s, r, res.Status, res.Message)
@@ -384,7 +388,7 @@ func (p *Plugin) release(id uint32) {
 // reject answers the request with status and the OpenAI-style error.
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) Action {
 	s.state = stDone
-	if err := p.host.SendLocalResponse(status, DetailsRejected, kvhints.ErrorBody(status, msg), jsonHeaders); err != nil {
+	if err := p.host.SendLocalResponse(status, DetailsRejected, httperr.Invalid(status, msg), jsonHeaders); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	for i, st := range RejectStatuses {

@@ -171,9 +171,9 @@ func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
 	if _, err := in.call(ctx, in.onContextCreate, "proxy_on_context_create", id, rootContextID); err != nil {
 		return nil, err
 	}
-	hasBody := len(r.Body) > 0
-	hasTrailers := len(x.trailers) > 0
-	act, err := in.call(ctx, in.onRequestHeaders, "proxy_on_request_headers", id, uint64(len(x.headers)), b2u(!hasBody && !hasTrailers))
+	hasBody := len(r.Body) > 0 && !r.BodyWithheld
+	hasTrailers := len(x.trailers) > 0 && !r.BodyWithheld
+	act, err := in.call(ctx, in.onRequestHeaders, "proxy_on_request_headers", id, uint64(len(x.headers)), b2u(!hasBody && !hasTrailers && !r.BodyWithheld))
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
 		return &Decision{Local: x.local}, nil
 	case x.closed:
 		return nil, ErrStreamClosed
-	case paused:
+	case paused && !r.BodyWithheld: // waiting for a body that will not come is no failure
 		return nil, ErrPaused
 	}
 	return x.decision(), nil

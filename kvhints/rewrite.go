@@ -3,7 +3,6 @@ package kvhints
 import (
 	"bytes"
 	"strconv"
-	"strings"
 )
 
 // Outcome is what the rewrite did with a request body.
@@ -345,27 +344,4 @@ func unsupportedEncoding(b []byte) string {
 		return "request body is UTF-16; only UTF-8 JSON is supported"
 	}
 	return ""
-}
-
-// ErrorBody is the OpenAI-style JSON error a host answers a rejected body with.
-func ErrorBody(status int, message string) []byte {
-	b := append([]byte(nil), `{"error":{"message":`...)
-	b = appendGoString(b, strings.ToValidUTF8(message, "\uFFFD"))
-	b = append(b, `,"type":"invalid_request_error","code":`...)
-	b = strconv.AppendInt(b, int64(status), 10)
-	return append(b, "}}"...)
-}
-
-// CheckContentEncoding decides a request's Content-Encoding header value
-// (several values joined by commas). A body we cannot read cannot be
-// filtered, so anything but identity is refused: it returns 415 and a
-// message, or 0 and "" when the body is plain.
-func CheckContentEncoding(v string) (status int, message string) {
-	for _, part := range strings.Split(v, ",") {
-		part = strings.TrimSpace(part)
-		if part != "" && !strings.EqualFold(part, "identity") {
-			return 415, "Content-Encoding " + strings.ToValidUTF8(part, "?") + " is not supported; send the body uncompressed"
-		}
-	}
-	return 0, ""
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/host"
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -186,11 +187,21 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) serve(w *statusWriter, r *http.Request) string {
-	// Buffer at most limit+1 bytes. An over-long body is still shown to the
-	// filter (cut at limit+1 bytes) so that it answers 413 and counts it as
-	// Envoy's would; it is never forwarded.
+	// A body announced over the limit is refused from the headers: none
+	// of it is read (a client that sent Expect: 100-continue gets no 100
+	// Continue), and the filter sees the headers only, so that it answers
+	// 413 and counts it as Envoy's would. Otherwise buffer at most limit+1
+	// bytes: a longer body without Content-Length is still shown to the
+	// filter (cut at limit+1 bytes) for the same reason. An over-long body is
+	// never forwarded, and the connection is closed after the 413 rather
+	// than drained of a body nobody wants.
 	limit := s.cfg.MaxBodyBytes
-	buf, err := readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	_, tooLargeMsg := httperr.BodyTooLarge(r.ContentLength, int(limit))
+	withheld := tooLargeMsg != ""
+	buf, err := &bodyBuf{}, error(nil)
+	if !withheld {
+		buf, err = readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	}
 	switch {
 	case err != nil && errTimeout(err):
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout), "invalid_request_error")
@@ -208,14 +219,23 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		}
 	}()
 	body := buf.bytes()
-	tooLarge := int64(len(body)) > limit
+	if !withheld {
+		_, tooLargeMsg = httperr.BodyTooLarge(int64(len(body)), int(limit))
+	}
+	tooLarge := tooLargeMsg != ""
+	if tooLarge {
+		// After the handler, net/http would wait for up to 256 KiB more of
+		// the body before closing; a read deadline in the past ends that.
+		w.Header().Set("Connection", "close")
+		defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) }()
+	}
 	// A body the filter changes is written into pooled memory too; only
 	// the last one the guest wrote is forwarded (and released by it).
 	var changed *bodyBuf
 	defer func() { changed.release() }()
 	req := &host.Request{
 		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
-		Header: r.Header, HeaderOwned: true, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
+		Header: r.Header, HeaderOwned: true, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
 		NewBody: func(n int) []byte {
 			changed.release()
 			p, c := getBuf(n)
@@ -244,8 +264,8 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded", "service_unavailable")
 		return "filter_failure"
 	}
-	if tooLarge && (d.Local == nil || d.Local.Status != http.StatusRequestEntityTooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", limit), "invalid_request_error")
+	if tooLarge && d.Local == nil { // the guest's own refusal (413, or 415 for an encoded body) stands
+		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg, httperr.TypeInvalidRequest)
 		return "too_large"
 	}
 	if d.Local != nil {
@@ -307,10 +327,10 @@ func failureReason(err error) string {
 	return "error"
 }
 
-// writeError answers with an OpenAI-style JSON error.
+// writeError answers with an OpenAI-style JSON error (the guest's own).
 func writeError(w http.ResponseWriter, status int, msg, typ string) {
 	w.Header().Set("Content-Type", "application/json")
-	b := fmt.Appendf(nil, `{"error":{"message":%q,"type":%q,"code":%d}}`, msg, typ, status)
+	b := httperr.Body(status, typ, msg)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
@@ -98,7 +99,7 @@ func TestParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	python := envoy.Python(t)
+	python := envoytest.Python(t)
 	bin := sidecarBinary(t)
 	w := startWorker(t)
 
@@ -115,7 +116,7 @@ func TestParity(t *testing.T) {
 	ev := &httpRunner{name: "envoy", addr: map[string]string{}, w: w}
 	var listeners []envoy.Listener
 	for i, k := range configs {
-		p := envoy.FreePort(t)
+		p := envoytest.FreePort(t)
 		listeners = append(listeners, envoy.Listener{Name: fmt.Sprintf("kvgate_%d", i), Port: p, PluginConfig: k})
 		ev.addr[k] = fmt.Sprintf("127.0.0.1:%d", p)
 	}
