@@ -70,7 +70,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Help: "Requests handled by the sidecar, by outcome.",
 	}, []string{"outcome"})
 	s.outcomes = map[string]prometheus.Counter{}
-	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "body_timeout", "client_gone"} {
+	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "body_timeout", "client_gone", "unsupported_protocol"} {
 		s.outcomes[o] = s.requests.WithLabelValues(o)
 	}
 	s.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -111,6 +111,15 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		// known-length responses are not flushed write by write.
 		BufferPool: copyBuffers{},
 		Rewrite:    s.rewrite,
+		// The sidecar never asks the worker to switch protocols (rewrite
+		// removes Upgrade): a 101 is a worker's error, answered 502, and
+		// the connection never becomes a tunnel.
+		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode == http.StatusSwitchingProtocols {
+				return errUnrequestedSwitch
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return // the client went away; the upstream request was cancelled
@@ -142,6 +151,9 @@ func (s *server) rewrite(pr *httputil.ProxyRequest) {
 		out.URL.RawPath = ""
 	}
 	out.Header.Del("Content-Length")
+	for _, k := range hopByHopForwarded {
+		out.Header.Del(k)
+	}
 	out.GetBody = nil
 	pr.SetXForwarded()
 }
@@ -186,6 +198,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) serve(w *statusWriter, r *http.Request) string {
+	if outcome := s.screen(w, r); outcome != "" {
+		return outcome
+	}
 	// Buffer at most max+1 bytes. An over-long body is still shown to the
 	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
 	// Envoy's would; it is never forwarded.

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Requests the sidecar refuses from their request line and headers alone,
+// before reading a body: those that would let bytes reach the worker
+// without passing the filter.
+
+// screen answers a request that cannot be filtered and returns its outcome,
+// or returns "" for a request to filter and forward.
+//
+//   - CONNECT asks for a tunnel: every byte after it would go to the worker
+//     unread. 405 Method Not Allowed: the method is well formed and known,
+//     the sidecar (an API endpoint, not a forward proxy) supports it on no
+//     resource; 405 must carry Allow, which names the methods an OpenAI-style
+//     API uses.
+//   - A protocol upgrade (an Upgrade header or a Connection header naming
+//     "upgrade": WebSocket, h2c) would, once the worker answered 101, turn
+//     the connection into a tunnel past the filter. 400: the request asks
+//     for something this server never does. Not 426 Upgrade Required, which
+//     means the opposite (switch to the protocol named in its Upgrade
+//     header). A server may also ignore Upgrade and answer in HTTP/1.1, but
+//     a client that sent one expects a switch; a clear refusal is better
+//     than a reply it does not expect.
+//
+// Either way the connection is closed after the answer: a client that asked
+// for a tunnel may already be sending bytes meant for it.
+func (s *server) screen(w *statusWriter, r *http.Request) string {
+	switch {
+	case r.Method == http.MethodConnect:
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		closeAfterReply(w)
+		writeError(w, http.StatusMethodNotAllowed, "CONNECT is not supported: the sidecar forwards API requests, not tunnels", "invalid_request_error")
+		return "unsupported_protocol"
+	case wantsUpgrade(r.Header):
+		closeAfterReply(w)
+		writeError(w, http.StatusBadRequest, "protocol upgrades (WebSocket, h2c) are not supported: every request body must pass the filter", "invalid_request_error")
+		return "unsupported_protocol"
+	}
+	return ""
+}
+
+// wantsUpgrade reports whether h asks to switch protocols: an Upgrade
+// field, or a Connection field that names "upgrade".
+func wantsUpgrade(h http.Header) bool {
+	if len(h["Upgrade"]) > 0 {
+		return true
+	}
+	for _, v := range h["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// closeAfterReply makes the answer about to be written the connection's
+// last, without waiting for the rest of a request body: "Connection: close"
+// stops net/http from draining the unread body before it writes the
+// response, and a read deadline in the past makes the drain it still
+// attempts when the handler returns (to find the body's end) fail at once
+// instead of waiting, without limit, for bytes the client may never send.
+func closeAfterReply(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// hopByHopForwarded are request fields net/http's ReverseProxy does not
+// remove by itself and that must never reach the worker: the sidecar never
+// asks the worker to switch protocols. (Upgrade and Connection are removed
+// by ReverseProxy, and put back for an upgrade request; screen refuses
+// those, and rewrite removes them again after a filter that adds them.)
+var hopByHopForwarded = []string{"Upgrade", "Connection", "Http2-Settings"}
+
+var errUnrequestedSwitch = errors.New("the worker answered 101 Switching Protocols to a request that asked for no upgrade")

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tunnelWorker is a worker that switches protocols whenever asked or not:
+// it reads one request, answers 101 and then echoes every byte it gets. It
+// records everything that reaches it, connection by connection.
+type tunnelWorker struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []*bytes.Buffer
+}
+
+func startTunnelWorker(t *testing.T) *tunnelWorker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := &tunnelWorker{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go tw.serve(c)
+		}
+	}()
+	return tw
+}
+
+func (tw *tunnelWorker) URL() string { return "http://" + tw.ln.Addr().String() }
+
+// recordingReader appends what it reads to a buffer under the worker's lock.
+type recordingReader struct {
+	r   io.Reader
+	tw  *tunnelWorker
+	buf *bytes.Buffer
+}
+
+func (rr recordingReader) Read(p []byte) (int, error) {
+	n, err := rr.r.Read(p)
+	rr.tw.mu.Lock()
+	rr.buf.Write(p[:n])
+	rr.tw.mu.Unlock()
+	return n, err
+}
+
+func (tw *tunnelWorker) serve(c net.Conn) {
+	defer c.Close()
+	buf := &bytes.Buffer{}
+	tw.mu.Lock()
+	tw.conns = append(tw.conns, buf)
+	tw.mu.Unlock()
+	br := bufio.NewReader(recordingReader{c, tw, buf})
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, req.Body)
+	_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	_, _ = io.Copy(c, br)
+}
+
+// received is a copy of what each connection has received so far.
+func (tw *tunnelWorker) received() []string {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	var out []string
+	for _, b := range tw.conns {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// rawExchange sends a request (and, after its answer, more bytes, as a
+// client would after a protocol switch) on a fresh connection and returns
+// the answer and whether the sidecar then closed the connection.
+func rawExchange(t *testing.T, addr, request, after string) (resp *http.Response, body []byte, closed bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	_, _ = io.WriteString(c, after) // may fail: the sidecar may have closed
+	_, err = br.ReadByte()
+	return resp, body, err == io.EOF || isReset(err)
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+// hintedBytes are what a client speaking WebSocket (or any tunnelled
+// protocol) would send after a switch: a body with a hint that must never
+// reach the worker unfiltered.
+const hintedBytes = `{"kv_hints":{"protocol_version":"0.1","x":"tunnelled"}}`
+
+// Upgrades and CONNECT are refused (with the connection closed), counted,
+// and nothing of them reaches the worker, even one that answers 101; an
+// ordinary request loses HTTP2-Settings on its way, and a worker answering
+// it 101 gets 502, never a tunnel.
+func TestRefusesProtocolSwitches(t *testing.T) {
+	tw := startTunnelWorker(t)
+	l, _, _ := startInProcess(t, "-upstream", tw.URL())
+	body := `{"model":"m","kv_hints":{"protocol_version":"0.1"}}`
+	for _, c := range []struct {
+		name, request string
+		status        int
+	}{
+		{"websocket", "GET /v1/realtime HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", 400},
+		{"h2c upgrade", fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"+
+			"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nContent-Length: %d\r\n\r\n%s", len(body), body), 400},
+		{"Connection: upgrade alone", "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, upgrade\r\n\r\n", 400},
+		{"Upgrade alone", "GET /v1/models HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n", 400},
+		{"CONNECT", "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n", 405},
+	} {
+		resp, reply, closed := rawExchange(t, l.API, c.request, hintedBytes)
+		if resp.StatusCode != c.status || !json.Valid(reply) || !strings.Contains(string(reply), fmt.Sprintf(`"code":%d`, c.status)) {
+			t.Errorf("%s: %d %s, want %d and a JSON error", c.name, resp.StatusCode, reply, c.status)
+		}
+		if c.status == 405 && resp.Header.Get("Allow") == "" {
+			t.Errorf("%s: 405 without Allow", c.name)
+		}
+		if resp.Header.Get("Upgrade") != "" {
+			t.Errorf("%s: the refusal invites an upgrade: %q", c.name, resp.Header.Get("Upgrade"))
+		}
+		if !closed {
+			t.Errorf("%s: connection left open after the refusal", c.name)
+		}
+	}
+	if got := tw.received(); len(got) != 0 {
+		t.Fatalf("refused requests reached the worker: %q", got)
+	}
+	if m := scrape(t, l.Admin); m[`kvgate_sidecar_requests_total{outcome="unsupported_protocol"}`] != 5 {
+		t.Fatalf("unsupported_protocol outcome: %v, want 5", m[`kvgate_sidecar_requests_total{outcome="unsupported_protocol"}`])
+	}
+
+	// No upgrade asked: forwarded without HTTP2-Settings, and the worker's
+	// 101 ends in 502; the bytes sent next are never tunnelled.
+	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	resp, reply, _ := rawExchange(t, l.API, req, hintedBytes)
+	if resp.StatusCode != 502 || !json.Valid(reply) {
+		t.Fatalf("worker answering 101: %d %s, want a 502 JSON error", resp.StatusCode, reply)
+	}
+	got := tw.received()
+	if len(got) != 1 {
+		t.Fatalf("worker connections: %q, want one", got)
+	}
+	fwd, err := http.ReadRequest(bufio.NewReader(strings.NewReader(got[0])))
+	if err != nil {
+		t.Fatalf("worker received %q: %v", got[0], err)
+	}
+	fb, _ := io.ReadAll(fwd.Body)
+	for _, k := range []string{"Upgrade", "Connection", "Http2-Settings"} {
+		if v, ok := fwd.Header[k]; ok {
+			t.Errorf("forwarded %s: %q", k, v)
+		}
+	}
+	if string(fb) != `{"model":"m"}` {
+		t.Errorf("forwarded body %q", fb)
+	}
+	if strings.Contains(got[0], "kv_hints") || strings.Count(got[0], "HTTP/1.1") != 1 {
+		t.Errorf("worker received more than the filtered request: %q", got[0])
+	}
+}
