@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -189,5 +190,101 @@ func TestRefusesProtocolSwitches(t *testing.T) {
 	}
 	if strings.Contains(got[0], "kv_hints") || strings.Count(got[0], "HTTP/1.1") != 1 {
 		t.Errorf("worker received more than the filtered request: %q", got[0])
+	}
+}
+
+// More stalled clients than -max-connections: each stalled body gets its
+// 408 (and the connection is closed) without sending the rest of what it
+// announced, stalled headers are closed, the sidecar never holds more than
+// the cap, and a client that comes after them all is served.
+func TestStalledConnectionsAtTheCap(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	const limit = 4
+	l, _, _ := startInProcess(t, "-upstream", worker.URL, "-idle-timeout", "1s", "-max-connections", fmt.Sprint(limit))
+	type result struct {
+		i      int
+		status int
+		body   string
+		closed bool
+		err    error
+	}
+	const bodies, headers = 6, 2
+	results := make(chan result, bodies+headers)
+	for i := 0; i < bodies+headers; i++ {
+		c, err := net.Dial("tcp", l.API)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Generous: the 408 is due after about a second, or two for the
+		// connections that wait for a slot first.
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+		if i < bodies {
+			// Content-Length well under net/http's 256 KiB drain bound:
+			// it would wait for the rest before writing an answer.
+			_, _ = io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"prompt\":\"")
+		} else {
+			_, _ = io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+		}
+		go func(i int, c net.Conn) {
+			br := bufio.NewReader(c)
+			if i >= bodies {
+				_, err := br.ReadByte()
+				results <- result{i: i, closed: err == io.EOF || isReset(err), err: err}
+				return
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				results <- result{i: i, err: err}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_, err = br.ReadByte()
+			results <- result{i, resp.StatusCode, string(b), err == io.EOF || isReset(err), nil}
+		}(i, c)
+	}
+	// The sidecar reaches its cap and stays at or under it.
+	deadline := time.Now().Add(30 * time.Second)
+	for seen := false; !seen; {
+		n := scrape(t, l.Admin)["kvgate_sidecar_connections"]
+		if n > limit {
+			t.Fatalf("%v connections open, cap %d", n, limit)
+		}
+		seen = n == limit
+		if !seen && time.Now().After(deadline) {
+			t.Fatalf("never reached the cap: %v open", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A client after them all is served.
+	cl := &http.Client{Timeout: 60 * time.Second}
+	resp, err := cl.Post("http://"+l.API+"/v1/completions", "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || rec.hits.Load() != 1 {
+		t.Fatalf("client after the stalled ones: %d, worker hits %d", resp.StatusCode, rec.hits.Load())
+	}
+	for range bodies + headers {
+		r := <-results
+		switch {
+		case r.i >= bodies && !r.closed:
+			t.Errorf("stalled headers %d: connection not closed (%v)", r.i, r.err)
+		case r.i < bodies && (r.err != nil || r.status != 408 || !strings.Contains(r.body, `"code":408`) || !r.closed):
+			t.Errorf("stalled body %d: status %d %s closed=%v err=%v; want a 408 JSON error, then the connection closed", r.i, r.status, r.body, r.closed, r.err)
+		}
+	}
+	if m := scrape(t, l.Admin); m[`kvgate_sidecar_requests_total{outcome="body_timeout"}`] != bodies {
+		t.Fatalf("body_timeout %v, want %d", m[`kvgate_sidecar_requests_total{outcome="body_timeout"}`], bodies)
+	}
+	// Every slot but the served client's kept-alive one comes back.
+	cl.CloseIdleConnections()
+	for deadline := time.Now().Add(30 * time.Second); scrape(t, l.Admin)["kvgate_sidecar_connections"] != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v connections still open", scrape(t, l.Admin)["kvgate_sidecar_connections"])
+		}
 	}
 }

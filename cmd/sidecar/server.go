@@ -98,8 +98,8 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 1024
-	tr.MaxIdleConnsPerHost = 1024
+	tr.MaxIdleConns = maxIdleUpstream
+	tr.MaxIdleConnsPerHost = maxIdleUpstream
 	tr.DisableCompression = true
 	// Headers and a small body leave in one write.
 	tr.WriteBufferSize = 64 << 10
@@ -208,9 +208,11 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	buf, err := readBody(r, max, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
 	switch {
 	case err != nil && errTimeout(err):
+		closeAfterReply(w) // answer now, not once the rest of the body came
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout), "invalid_request_error")
 		return "body_timeout"
 	case err != nil:
+		closeAfterReply(w) // what is left of the connection is not a request
 		writeError(w, http.StatusBadRequest, "cannot read the request body", "invalid_request_error")
 		return "bad_request"
 	}

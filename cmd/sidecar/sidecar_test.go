@@ -161,7 +161,7 @@ func TestFlags(t *testing.T) {
 		}
 	}
 	cfg, err := parseFlags(nil, env(""), io.Discard)
-	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || string(cfg.PluginConfig) != "{}" || cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute {
+	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || string(cfg.PluginConfig) != "{}" || cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.MaxConnections < 64 {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 	cfg, _ = parseFlags(nil, env("1"), io.Discard)
@@ -180,7 +180,7 @@ func TestFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-upstream", "ftp://x"}, {"-listen", "nope"}, {"-pool-size", "-1"}, {"-max-body-bytes", "0"},
-		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"}, {"-idle-timeout", "-1s"},
+		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"}, {"-idle-timeout", "-1s"}, {"-max-connections", "0"},
 	} {
 		if _, err := parseFlags(bad, env(""), io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
