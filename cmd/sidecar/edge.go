@@ -80,3 +80,25 @@ func closeAfterReply(w http.ResponseWriter) {
 var hopByHopForwarded = []string{"Upgrade", "Connection", "Http2-Settings"}
 
 var errUnrequestedSwitch = errors.New("the worker answered 101 Switching Protocols to a request that asked for no upgrade")
+
+// forbiddenTrailers are the fields a request's trailer must not carry
+// (RFC 9110, section 6.5.1): those that frame the message
+// (Content-Length, Transfer-Encoding, Trailer), route it (Host) or say how
+// to read its body (Content-Type, Content-Encoding, which the filter
+// decides on from the header section). Such a trailer is the client's
+// error, answered 400; forwarded, the first three would fail the request
+// to the worker (Go's transport refuses to write them) and the others
+// could make a worker that merges trailers into headers read the request
+// differently from the filter.
+var forbiddenTrailers = []string{"Content-Length", "Transfer-Encoding", "Trailer", "Host", "Content-Type", "Content-Encoding"}
+
+// forbiddenTrailer returns the first field of trailer that
+// forbiddenTrailers names, or "".
+func forbiddenTrailer(trailer http.Header) string {
+	for _, k := range forbiddenTrailers {
+		if _, ok := trailer[k]; ok {
+			return k
+		}
+	}
+	return ""
+}

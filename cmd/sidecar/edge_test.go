@@ -88,9 +88,9 @@ func (tw *tunnelWorker) received() []string {
 	return out
 }
 
-// rawExchange sends a request (and, after its answer, more bytes, as a
-// client would after a protocol switch) on a fresh connection and returns
-// the answer and whether the sidecar then closed the connection.
+// rawExchange sends a request on a fresh connection and returns the answer.
+// With after, it then sends more bytes, as a client would after a protocol
+// switch, and reports whether the sidecar closed the connection.
 func rawExchange(t *testing.T, addr, request, after string) (resp *http.Response, body []byte, closed bool) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
@@ -108,6 +108,9 @@ func rawExchange(t *testing.T, addr, request, after string) (resp *http.Response
 		t.Fatalf("no answer: %v", err)
 	}
 	body, _ = io.ReadAll(resp.Body)
+	if after == "" {
+		return resp, body, false
+	}
 	_, _ = io.WriteString(c, after) // may fail: the sidecar may have closed
 	_, err = br.ReadByte()
 	return resp, body, err == io.EOF || isReset(err)
@@ -286,5 +289,60 @@ func TestStalledConnectionsAtTheCap(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%v connections still open", scrape(t, l.Admin)["kvgate_sidecar_connections"])
 		}
+	}
+}
+
+// chunkedRequest is a chunked POST whose trailer is the given fields.
+func chunkedRequest(body, trailer string) string {
+	return fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"%x\r\n%s\r\n0\r\n%s\r\n", len(body), body, trailer)
+}
+
+// waitForLines waits until the sidecar's stderr holds n lines containing
+// s, and returns it.
+func waitForLines(t *testing.T, p *sidecarProc, s string, n int) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		out := p.stderr.String()
+		if strings.Count(out, s) >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines with %s, want %d:\n%s", strings.Count(out, s), s, n, out)
+		}
+	}
+}
+
+// A trailer that names how the message is framed, routed or read is the
+// client's error: 400 JSON, counted, nothing forwarded, and no warning in
+// the log (it is no trouble of the sidecar's). Another trailer field does
+// not stop the request.
+func TestForbiddenTrailers(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	p := startBinaryProc(t, "-upstream", worker.URL, "-log-flush", "0")
+	body := `{"model":"m","kv_hints":{"protocol_version":"0.1"}}`
+	bad := []string{"Content-Length: 5", "Transfer-Encoding: chunked", "Host: elsewhere", "Trailer: X-Y",
+		"Content-Type: text/plain", "Content-Encoding: gzip"}
+	for _, tr := range bad {
+		resp, reply, _ := rawExchange(t, p.api, chunkedRequest(body, tr+"\r\n"), "")
+		if resp.StatusCode != 400 || !json.Valid(reply) || !strings.Contains(string(reply), `"code":400`) {
+			t.Errorf("trailer %q: %d %s, want a 400 JSON error", tr, resp.StatusCode, reply)
+		}
+	}
+	if rec.hits.Load() != 0 {
+		t.Fatalf("%d requests with a forbidden trailer reached the worker", rec.hits.Load())
+	}
+	resp, reply, _ := rawExchange(t, p.api, chunkedRequest(body, "X-Checksum: 1\r\n"), "")
+	if resp.StatusCode != 200 || rec.hits.Load() != 1 || string(rec.last()) != `{"model":"m"}` {
+		t.Fatalf("an ordinary trailer: %d %s, worker got %q", resp.StatusCode, reply, rec.last())
+	}
+	if m := scrape(t, p.admin); m[`kvgate_sidecar_requests_total{outcome="bad_request"}`] != float64(len(bad)) {
+		t.Fatalf("bad_request outcome: %v, want %d", m[`kvgate_sidecar_requests_total{outcome="bad_request"}`], len(bad))
+	}
+	logs := waitForLines(t, p, `"msg":"request"`, len(bad)+1)
+	if strings.Contains(logs, `"level":"WARN"`) || strings.Contains(logs, `"level":"ERROR"`) {
+		t.Fatalf("the client's error was logged as the sidecar's trouble:\n%s", logs)
 	}
 }

@@ -224,6 +224,10 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 			buf.release()
 		}
 	}()
+	if k := forbiddenTrailer(r.Trailer); k != "" {
+		writeError(w, http.StatusBadRequest, "the request's trailer carries "+k+", which a trailer must not", "invalid_request_error")
+		return "bad_request"
+	}
 	body := buf.bytes()
 	tooLarge := int64(len(body)) > max
 	// A body the filter changes is written into pooled memory too; only
