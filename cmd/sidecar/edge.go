@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -19,6 +20,7 @@ import (
 //     the sidecar (an API endpoint, not a forward proxy) supports it on no
 //     resource; 405 must carry Allow, which names the methods an OpenAI-style
 //     API uses.
+//
 //   - A protocol upgrade (an Upgrade header or a Connection header naming
 //     "upgrade": WebSocket, h2c) would, once the worker answered 101, turn
 //     the connection into a tunnel past the filter. 400: the request asks
@@ -28,8 +30,13 @@ import (
 //     a client that sent one expects a switch; a clear refusal is better
 //     than a reply it does not expect.
 //
-// Either way the connection is closed after the answer: a client that asked
-// for a tunnel may already be sending bytes meant for it.
+//   - A '#' in the request target: a conforming client never sends a
+//     fragment, and net/http reads it as part of the path (forwarded as
+//     %23) while the filter's exclude_paths would stop at it. 400.
+//
+// The connection is closed after the answer: a client that asked for a
+// tunnel may already be sending bytes meant for it, and an unread body is
+// not waited for.
 func (s *server) screen(w *statusWriter, r *http.Request) string {
 	switch {
 	case r.Method == http.MethodConnect:
@@ -37,6 +44,10 @@ func (s *server) screen(w *statusWriter, r *http.Request) string {
 		closeAfterReply(w)
 		writeError(w, http.StatusMethodNotAllowed, "CONNECT is not supported: the sidecar forwards API requests, not tunnels", "invalid_request_error")
 		return "unsupported_protocol"
+	case strings.IndexByte(r.RequestURI, '#') >= 0:
+		closeAfterReply(w)
+		writeError(w, http.StatusBadRequest, "the request target contains '#': a fragment is never sent in a request", "invalid_request_error")
+		return "bad_request"
 	case wantsUpgrade(r.Header):
 		closeAfterReply(w)
 		writeError(w, http.StatusBadRequest, "protocol upgrades (WebSocket, h2c) are not supported: every request body must pass the filter", "invalid_request_error")
@@ -101,4 +112,17 @@ func forbiddenTrailer(trailer http.Header) string {
 		}
 	}
 	return ""
+}
+
+// forwardTarget is the request target the worker gets for u, less the
+// upstream's base path: the escaped path as net/http's transport writes it
+// (URL.RequestURI) and the query as received. The filter sees this, not
+// the target as received, so that exclude_paths is decided on exactly the
+// bytes forwarded. They differ where the client sent bytes that must be
+// escaped ("/v1/{x}" goes as "/v1/%7Bx%7D") and for an absolute-form target
+// ("http://host/v1/x" goes as "/v1/x"); dot segments, "//" and escapes
+// such as %2F are forwarded as they came, and exclude_paths never matches
+// them (filter.Config.Excluded: only canonical paths are excluded).
+func forwardTarget(u *url.URL) string {
+	return u.RequestURI()
 }

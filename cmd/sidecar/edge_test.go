@@ -346,3 +346,62 @@ func TestForbiddenTrailers(t *testing.T) {
 		t.Fatalf("the client's error was logged as the sidecar's trouble:\n%s", logs)
 	}
 }
+
+// exclude_paths is decided on the request target exactly as it is
+// forwarded: a raw '#' is refused, targets the worker gets in another form
+// than they came are inspected, and the forwarded target is the one the
+// filter saw, byte for byte (after the upstream's base path, if any).
+func TestExclusionOnTheForwardedPath(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	fc := `{"exclude_paths":["/v1/models","/v1/{x}","/static/*"]}`
+	hinted := `{"model":"m","kv_hints":{"protocol_version":"0.1"}}`
+	const stripped = `{"model":"m"}`
+	for _, base := range []string{"", "/base"} {
+		l, _, _ := startInProcess(t, "-upstream", worker.URL+base, "-filter-config", fc)
+		for _, c := range []struct {
+			target    string
+			status    int
+			forwarded string // the target the worker gets, less the base path
+			excluded  bool
+		}{
+			{"/v1/models#/../chat/completions", 400, "", false},
+			{"/v1/models#", 400, "", false},
+			{"/v1/models?x=1#f", 400, "", false},
+			{"/v1/models", 200, "/v1/models", true},
+			{"/v1/models?x=1", 200, "/v1/models?x=1", true},
+			{"/static/a", 200, "/static/a", true},
+			{"/v1/models/../chat/completions", 200, "/v1/models/../chat/completions", false},
+			{"/v1/models%2F..%2Fchat%2Fcompletions", 200, "/v1/models%2F..%2Fchat%2Fcompletions", false},
+			{"/v1/model%73", 200, "/v1/model%73", false},
+			{"//v1/models", 200, "//v1/models", false},
+			{"/static//a", 200, "/static//a", false},
+			// Forwarded escaped, so not the excluded path.
+			{"/v1/{x}", 200, "/v1/%7Bx%7D", false},
+			// Absolute form: the worker gets the path.
+			{"http://elsewhere/v1/models", 200, "/v1/models", true},
+		} {
+			hits := rec.hits.Load()
+			req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", c.target, len(hinted), hinted)
+			resp, reply, _ := rawExchange(t, l.API, req, "")
+			if resp.StatusCode != c.status {
+				t.Errorf("%s%s: %d %s, want %d", base, c.target, resp.StatusCode, reply, c.status)
+				continue
+			}
+			if c.status != 200 {
+				if !json.Valid(reply) || rec.hits.Load() != hits {
+					t.Errorf("%s%s: %s, forwarded=%v; want a JSON error and nothing forwarded", base, c.target, reply, rec.hits.Load() != hits)
+				}
+				continue
+			}
+			want := stripped
+			if c.excluded {
+				want = hinted
+			}
+			if got := rec.lastTarget(); got != base+c.forwarded || string(rec.last()) != want {
+				t.Errorf("%s%s: worker got %s with %s, want %s with %s", base, c.target, got, rec.last(), base+c.forwarded, want)
+			}
+		}
+	}
+}

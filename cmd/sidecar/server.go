@@ -146,9 +146,13 @@ func (s *server) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Scheme = s.upstream.Scheme
 	out.URL.Host = s.upstream.Host
 	out.Host = "" // the upstream's host
-	if base := s.upstream.Path; base != "" && base != "/" {
-		out.URL.Path = singleJoin(base, out.URL.Path)
-		out.URL.RawPath = ""
+	// The base path goes in front of the escaped path, which is kept as
+	// it is (an escaped '/' stays escaped).
+	if base := s.upstream.EscapedPath(); base != "" && base != "/" {
+		ep := singleJoin(base, out.URL.EscapedPath())
+		if p, err := url.PathUnescape(ep); err == nil {
+			out.URL.Path, out.URL.RawPath = p, ep
+		}
 	}
 	out.Header.Del("Content-Length")
 	for _, k := range hopByHopForwarded {
@@ -201,6 +205,10 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	if outcome := s.screen(w, r); outcome != "" {
 		return outcome
 	}
+	// The filter sees the request target exactly as it will be forwarded
+	// (forwardTarget), so that exclude_paths is matched on the bytes the
+	// worker gets.
+	target := forwardTarget(r.URL)
 	// Buffer at most max+1 bytes. An over-long body is still shown to the
 	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
 	// Envoy's would; it is never forwarded.
@@ -235,7 +243,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	var changed *bodyBuf
 	defer func() { changed.release() }()
 	req := &host.Request{
-		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
+		Method: r.Method, Path: target, Authority: r.Host, Protocol: r.Proto,
 		Header: r.Header, HeaderOwned: true, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
 		NewBody: func(n int) []byte {
 			changed.release()
@@ -301,7 +309,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		if d.Method != "" {
 			out.Method = d.Method
 		}
-		if d.Path != "" && d.Path != r.RequestURI {
+		if d.Path != "" && d.Path != target {
 			if u, err := url.ParseRequestURI(d.Path); err == nil {
 				nu := *r.URL
 				nu.Path, nu.RawPath, nu.RawQuery = u.Path, u.RawPath, u.RawQuery

@@ -85,11 +85,13 @@ func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc
 	panic("unreachable")
 }
 
-// recorder is a worker that records what reaches it.
+// recorder is a worker that records what reaches it: bodies and request
+// targets, as received.
 type recorder struct {
-	mu     sync.Mutex
-	bodies [][]byte
-	hits   atomic.Int64
+	mu      sync.Mutex
+	bodies  [][]byte
+	targets []string
+	hits    atomic.Int64
 }
 
 func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,9 +99,20 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.hits.Add(1)
 	rc.mu.Lock()
 	rc.bodies = append(rc.bodies, b)
+	rc.targets = append(rc.targets, r.RequestURI)
 	rc.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"ok":true}`))
+}
+
+// lastTarget is the request target of the last request received.
+func (rc *recorder) lastTarget() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.targets) == 0 {
+		return ""
+	}
+	return rc.targets[len(rc.targets)-1]
 }
 
 func (rc *recorder) last() []byte {
