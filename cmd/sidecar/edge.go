@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,11 +16,16 @@ import (
 // screen answers a request that cannot be filtered and returns its outcome,
 // or returns "" for a request to filter and forward.
 //
-//   - CONNECT asks for a tunnel: every byte after it would go to the worker
-//     unread. 405 Method Not Allowed: the method is well formed and known,
-//     the sidecar (an API endpoint, not a forward proxy) supports it on no
-//     resource; 405 must carry Allow, which names the methods an OpenAI-style
-//     API uses.
+//   - "PRI * HTTP/2.0" opens HTTP/2 with prior knowledge (h2c): the sidecar
+//     serves HTTP/1.1 only, and answers in HTTP/2 (refuseHTTP2), so that
+//     the client can read the refusal.
+//
+//   - CONNECT asks for a tunnel: every byte after it would go to the
+//     worker unread (PRI over HTTP/1 is the method reserved for the HTTP/2
+//     preface, never a request). 405 Method Not Allowed: the method is
+//     well formed and known, the sidecar (an API endpoint, not a forward
+//     proxy) supports it on no resource; 405 must carry Allow, which names
+//     the methods an OpenAI-style API uses.
 //
 //   - A protocol upgrade (an Upgrade header or a Connection header naming
 //     "upgrade": WebSocket, h2c) would, once the worker answered 101, turn
@@ -39,10 +45,14 @@ import (
 // not waited for.
 func (s *server) screen(w *statusWriter, r *http.Request) string {
 	switch {
-	case r.Method == http.MethodConnect:
+	case r.Method == "PRI" && r.ProtoMajor == 2:
+		w.status = http.StatusHTTPVersionNotSupported // for the access log
+		refuseHTTP2(w)
+		return "unsupported_protocol"
+	case r.Method == http.MethodConnect || r.Method == "PRI":
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		closeAfterReply(w)
-		writeError(w, http.StatusMethodNotAllowed, "CONNECT is not supported: the sidecar forwards API requests, not tunnels", "invalid_request_error")
+		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not supported: the sidecar forwards API requests, not tunnels", "invalid_request_error")
 		return "unsupported_protocol"
 	case strings.IndexByte(r.RequestURI, '#') >= 0:
 		closeAfterReply(w)
@@ -125,4 +135,38 @@ func forbiddenTrailer(trailer http.Header) string {
 // them (filter.Config.Excluded: only canonical paths are excluded).
 func forwardTarget(u *url.URL) string {
 	return u.RequestURI()
+}
+
+// refuseHTTP2 answers the HTTP/2 client preface with the server's preface
+// (an empty SETTINGS frame) and a GOAWAY frame with error code
+// HTTP_1_1_REQUIRED (RFC 9113, sections 3.4 and 7): the HTTP/2 way of
+// saying "use HTTP/1.1", which clients report as such (and some act on).
+// Nothing of the connection is forwarded; it is closed after the frames.
+//
+// Serving h2c instead (net/http can) would put every stream through the
+// filter too, but would also bring a second protocol's flow control, limits
+// and failure modes to the edge for clients (OpenAI SDKs, routers) that all
+// speak HTTP/1.1 to a worker.
+func refuseHTTP2(w http.ResponseWriter) {
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return // the server closes the connection
+	}
+	const debug = "kvgate sidecar: HTTP/2 is not served, use HTTP/1.1"
+	frames := []byte{
+		0, 0, 0, 0x4, 0, 0, 0, 0, 0, // SETTINGS, empty, stream 0
+		0, 0, byte(8 + len(debug)), 0x7, 0, 0, 0, 0, 0, // GOAWAY, stream 0
+		0, 0, 0, 0, // last stream: none processed
+		0, 0, 0, 0xd, // HTTP_1_1_REQUIRED
+	}
+	frames = append(frames, debug...)
+	// After the GOAWAY, the client closes the connection. Until it does
+	// (for a second at most), what it sends is read and dropped: closing
+	// first, with its frames unread, would reset the connection and could
+	// lose the GOAWAY on the client's side.
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write(frames); err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 256<<10))
+	}
+	_ = c.Close()
 }

@@ -405,3 +405,80 @@ func TestExclusionOnTheForwardedPath(t *testing.T) {
 		}
 	}
 }
+
+// h2c with prior knowledge is refused in HTTP/2 (GOAWAY with
+// HTTP_1_1_REQUIRED), counted, and nothing reaches the worker; a real
+// HTTP/2 client reports it as such.
+func TestRefusesH2CPriorKnowledge(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	l, _, _ := startInProcess(t, "-upstream", worker.URL)
+
+	c, err := net.Dial("tcp", l.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	// The client preface and an empty SETTINGS frame.
+	if _, err := io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil && !isReset(err) {
+		t.Fatalf("read: %v (after %q)", err, got)
+	}
+	// Frames: 3-byte length, type, flags, 4-byte stream id, payload.
+	var types []byte
+	var goaway []byte
+	for p := got; len(p) >= 9; {
+		n := int(p[0])<<16 | int(p[1])<<8 | int(p[2])
+		if len(p) < 9+n {
+			t.Fatalf("truncated frame in %q", got)
+		}
+		types = append(types, p[3])
+		if p[3] == 0x7 {
+			goaway = p[9 : 9+n]
+		}
+		p = p[9+n:]
+	}
+	if !bytes.Equal(types, []byte{0x4, 0x7}) || len(goaway) < 8 || !bytes.Equal(goaway[4:8], []byte{0, 0, 0, 0xd}) {
+		t.Fatalf("answer %q: frame types %v, want SETTINGS then GOAWAY with HTTP_1_1_REQUIRED", got, types)
+	}
+
+	// Go's own HTTP/2 client, with prior knowledge.
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Post("http://"+l.API+"/v1/chat/completions",
+		"application/json", strings.NewReader(`{"kv_hints":{"protocol_version":"0.1"}}`))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("h2c client: %s, want an error", resp.Status)
+	}
+	if !strings.Contains(err.Error(), "HTTP_1_1_REQUIRED") {
+		t.Fatalf("h2c client: %v, want HTTP_1_1_REQUIRED", err)
+	}
+
+	// PRI over HTTP/1.1 is no request either.
+	resp, reply, _ := rawExchange(t, l.API, "PRI * HTTP/1.1\r\nHost: x\r\n\r\n", "")
+	if resp.StatusCode != 405 || !json.Valid(reply) {
+		t.Fatalf("PRI over HTTP/1.1: %d %s, want a 405 JSON error", resp.StatusCode, reply)
+	}
+	if rec.hits.Load() != 0 {
+		t.Fatalf("%d refused requests reached the worker", rec.hits.Load())
+	}
+	// Counted once the handler returns, which can be after the client
+	// has read the GOAWAY. The Go client may retry once: 3 or 4 refusals.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n := scrape(t, l.Admin)[`kvgate_sidecar_requests_total{outcome="unsupported_protocol"}`]
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unsupported_protocol outcome: %v, want 3 or more", n)
+		}
+	}
+}

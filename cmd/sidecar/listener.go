@@ -58,8 +58,13 @@ func (s *server) apiServer(cfg *config) *http.Server {
 	if cfg.IdleTimeout > 0 && cfg.IdleTimeout < ht {
 		ht = cfg.IdleTimeout
 	}
+	// HTTP/1 only, whatever net/http's defaults become: an HTTP/2
+	// preface is refused by the handler (refuseHTTP2).
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
 	srv := &http.Server{
-		Handler: s,
+		Protocols: &protocols,
+		Handler:   s,
 		// Bodies are bounded by -idle-timeout in serve (a server-wide
 		// ReadTimeout would also cut off responses streamed for longer).
 		ReadHeaderTimeout: ht,
