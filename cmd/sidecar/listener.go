@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -71,7 +70,7 @@ func (s *server) apiServer(cfg *config) *http.Server {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       connContext,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          newNetLogger(s.log, "server"),
 	}
 	return srv
 }

@@ -59,6 +59,7 @@ func main() {
 	}
 	sink := newLogSink(os.Stderr, cfg.LogFlush)
 	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
+	routeStdLog(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err = run(ctx, cfg, log, nil)
 	stop()

@@ -105,6 +105,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	tr.WriteBufferSize = 64 << 10
 	s.proxy = &httputil.ReverseProxy{
 		Transport: tr,
+		ErrorLog:  newNetLogger(log, "proxy"),
 		// FlushInterval 0: ReverseProxy itself flushes every write of a
 		// text/event-stream or unknown-length (chunked) response, so
 		// streamed completions reach the client as they are produced;
@@ -124,7 +125,8 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 			if errors.Is(err, context.Canceled) {
 				return // the client went away; the upstream request was cancelled
 			}
-			log.Warn("upstream error", "err", err, "path", r.URL.Path)
+			// Transport errors can quote the worker's bytes.
+			log.Warn("upstream error", "err", redactQuoted(err.Error()), "path", r.URL.Path)
 			writeError(w, http.StatusBadGateway, "upstream unavailable", "upstream_error")
 		},
 	}
