@@ -482,3 +482,24 @@ func TestRefusesH2CPriorKnowledge(t *testing.T) {
 		}
 	}
 }
+
+// Headers over 60 KiB (Envoy's default bound) are refused with 431 and
+// never forwarded; headers under it pass.
+func TestHeaderSizeBound(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	l, _, _ := startInProcess(t, "-upstream", worker.URL)
+	for _, c := range []struct {
+		size   int
+		status int
+	}{{50 << 10, 200}, {70 << 10, 431}} {
+		resp, _ := post(t, "http://"+l.API+"/v1/chat/completions", `{}`, "X-Big", strings.Repeat("a", c.size))
+		if resp.StatusCode != c.status {
+			t.Errorf("%d-byte header: %d, want %d", c.size, resp.StatusCode, c.status)
+		}
+	}
+	if rec.hits.Load() != 1 {
+		t.Fatalf("worker saw %d requests, want the one under the bound", rec.hits.Load())
+	}
+}
