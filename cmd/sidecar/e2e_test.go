@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,11 +36,44 @@ func startBinary(t testing.TB, args ...string) (api, admin string) {
 // startBinaryPID is startBinary that also returns the process id.
 func startBinaryPID(t testing.TB, args ...string) (api, admin string, pid int) {
 	t.Helper()
+	p := startBinaryProc(t, args...)
+	return p.api, p.admin, p.pid
+}
+
+// sidecarProc is a running sidecar binary.
+type sidecarProc struct {
+	api, admin string
+	pid        int
+	stderr     *syncBuffer // what it has written to stderr so far
+}
+
+// syncBuffer is a bytes.Buffer written by one goroutine and read by others.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// startBinaryProc is startBinary that also returns the process id and its
+// stderr.
+func startBinaryProc(t testing.TB, args ...string) *sidecarProc {
+	t.Helper()
 	bin, _ := artifacts(t)
-	api, admin = freeAddr(t), freeAddr(t)
+	api, admin := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t)}, args...)...)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +84,7 @@ func startBinaryPID(t testing.TB, args ...string) (api, admin string, pid int) {
 		if err == nil {
 			r.Body.Close()
 			if r.StatusCode == 200 {
-				return api, admin, cmd.Process.Pid
+				return &sidecarProc{api, admin, cmd.Process.Pid, logs}
 			}
 		}
 		if time.Now().After(deadline) {

@@ -45,6 +45,7 @@ type config struct {
 	CacheDir                string
 	DrainTimeout            time.Duration
 	IdleTimeout             time.Duration
+	MaxConnections          int
 	LogFlush                time.Duration
 }
 
@@ -59,6 +60,7 @@ func main() {
 	}
 	sink := newLogSink(os.Stderr, cfg.LogFlush)
 	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
+	routeStdLog(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err = run(ctx, cfg, log, nil)
 	stop()
@@ -91,6 +93,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk wazero compilation cache; empty: none")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "longest wait for more of a request body (then 408) or for the next request on a kept-alive connection (then it is closed); 0: no limit")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections(), "most client connections open at once; more wait to be accepted; the default is half the open-file limit less a reserve")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\nFlags:\n")
@@ -131,6 +134,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if set["max-body-bytes"] && (cfg.MaxBodyBytes < 1 || cfg.MaxBodyBytes > filter.MaxMaxBodyBytes) {
 		return nil, fmt.Errorf("-max-body-bytes %d: must be from 1 to %d (256 MiB)", cfg.MaxBodyBytes, filter.MaxMaxBodyBytes)
+	}
+	if cfg.MaxConnections <= 0 {
+		return nil, fmt.Errorf("-max-connections %d: must be positive", cfg.MaxConnections)
 	}
 	if cfg.FilterPath != "" {
 		b, err := os.ReadFile(cfg.FilterPath)
@@ -232,16 +238,14 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 	}
 	defer s.close()
 
-	// Bodies are bounded by -idle-timeout in serve (a server-wide
-	// ReadTimeout would also cut off responses streamed for longer).
-	api := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.IdleTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnContext: connContext}
+	apiLn = s.limitConnections(apiLn, cfg.MaxConnections)
+	api := s.apiServer(cfg)
 	admin := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- api.Serve(apiLn) }()
 	go func() { errc <- admin.Serve(adminLn) }()
 	log.Info("sidecar serving", "listen", apiLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"upstream", upstream, "pool_size", s.host.Size(), "max_body_bytes", cfg.MaxBodyBytes,
+		"upstream", upstream, "max_connections", cfg.MaxConnections, "pool_size", s.host.Size(), "max_body_bytes", cfg.MaxBodyBytes,
 		"instance_memory_limit_bytes", uint64(s.memPages)<<16, "instance_retire_bytes", s.retireBytes, "filter", filterName(cfg))
 	if started != nil {
 		started <- listeners{API: apiLn.Addr().String(), Admin: adminLn.Addr().String(), Upstream: upstream}

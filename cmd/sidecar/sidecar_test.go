@@ -88,11 +88,13 @@ func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc
 	panic("unreachable")
 }
 
-// recorder is a worker that records what reaches it.
+// recorder is a worker that records what reaches it: bodies and request
+// targets, as received.
 type recorder struct {
-	mu     sync.Mutex
-	bodies [][]byte
-	hits   atomic.Int64
+	mu      sync.Mutex
+	bodies  [][]byte
+	targets []string
+	hits    atomic.Int64
 }
 
 func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -100,9 +102,20 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.hits.Add(1)
 	rc.mu.Lock()
 	rc.bodies = append(rc.bodies, b)
+	rc.targets = append(rc.targets, r.RequestURI)
 	rc.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"ok":true}`))
+}
+
+// lastTarget is the request target of the last request received.
+func (rc *recorder) lastTarget() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.targets) == 0 {
+		return ""
+	}
+	return rc.targets[len(rc.targets)-1]
 }
 
 func (rc *recorder) last() []byte {
@@ -166,7 +179,7 @@ func TestFlags(t *testing.T) {
 	def := filter.DefaultConfig()
 	cfg, err := parseFlags(nil, env(""), io.Discard)
 	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || !reflect.DeepEqual(cfg.Filter, def) ||
-		cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute {
+		cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.MaxConnections < 64 {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 	// The guest is handed exactly the configuration checked here.
@@ -207,7 +220,7 @@ func TestFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-upstream", "ftp://x"}, {"-listen", "nope"}, {"-pool-size", "-1"}, {"-max-body-bytes", "0"},
-		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"}, {"-idle-timeout", "-1s"},
+		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"}, {"-idle-timeout", "-1s"}, {"-max-connections", "0"},
 	} {
 		if _, err := parseFlags(bad, env(""), io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
