@@ -76,8 +76,10 @@ type Senders struct {
 	// prefixLens are the distinct lengths of the prefix keys, ascending.
 	prefixLens []int
 	dns        map[string][]int32
-	cidr       map[netip.Prefix][]int32
-	cidrBits   []int
+	cidr       map[cidrKey][]int32
+	// bits4 and bits6 are the distinct prefix lengths in the CIDR index,
+	// by family; empty when the index holds none of that family.
+	bits4, bits6 []uint8
 }
 
 // Len returns the number of rules.
@@ -175,11 +177,16 @@ func (s *Senders) file(i int32) {
 		add(&s.dns, r.DNSName)
 	default:
 		if s.cidr == nil {
-			s.cidr = map[netip.Prefix][]int32{}
+			s.cidr = map[cidrKey][]int32{}
 		}
 		p := r.SourceCIDR
-		s.cidr[p] = append(s.cidr[p], i)
-		s.cidrBits = appendBits(s.cidrBits, p)
+		k := keyOf(p.Addr(), p.Bits())
+		s.cidr[k] = append(s.cidr[k], i)
+		if p.Addr().Is4() {
+			s.bits4 = appendBits(s.bits4, uint8(p.Bits()))
+		} else {
+			s.bits6 = appendBits(s.bits6, uint8(p.Bits()))
+		}
 	}
 }
 
@@ -195,19 +202,40 @@ func insertLen(lens []int, n int) []int {
 	return append(lens[:i], append([]int{n}, lens[i:]...)...)
 }
 
-// appendBits records p's length once per address family: IPv6 lengths are
-// stored as 128 + bits, so one list serves both families.
-func appendBits(bits []int, p netip.Prefix) []int {
-	k := p.Bits()
-	if p.Addr().Is6() {
-		k += 129
-	}
+// appendBits adds n to bits, once.
+func appendBits(bits []uint8, n uint8) []uint8 {
 	for _, b := range bits {
-		if b == k {
+		if b == n {
 			return bits
 		}
 	}
-	return append(bits, k)
+	return append(bits, n)
+}
+
+// cidrKey is a masked prefix as a map key: the address's 128 bits (an
+// IPv4 address in the low 32) and the length, plus 129 for IPv6.
+type cidrKey [3]uint64
+
+// keyOf returns the key of a's first bits bits.
+func keyOf(a netip.Addr, bits int) cidrKey {
+	if a.Is4() {
+		b := a.As4()
+		v := uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+		return cidrKey{0, v &^ (1<<(32-bits) - 1), uint64(bits)}
+	}
+	b := a.As16()
+	var hi, lo uint64
+	for i := 0; i < 8; i++ {
+		hi = hi<<8 | uint64(b[i])
+		lo = lo<<8 | uint64(b[8+i])
+	}
+	if bits <= 64 {
+		hi &^= 1<<(64-bits) - 1
+		lo = 0
+	} else {
+		lo &^= 1<<(128-bits) - 1
+	}
+	return cidrKey{hi, lo, uint64(bits) + 129}
 }
 
 // linearRules is the rule count up to which Match tries the rules one by
@@ -251,23 +279,32 @@ func (s *Senders) Match(p *SenderProps) int {
 	if best != 0 && c.mtls && len(c.dns) > 0 && s.dns != nil {
 		best = s.first(s.dns[string(c.dns)], &c, best)
 	}
-	if best != 0 && s.cidr != nil {
+	if best != 0 && s.cidr != nil && s.mayHoldFamily(c.src) {
 		if addr, ok := c.addr(); ok {
-			for _, k := range s.cidrBits {
-				if (k > 128) != addr.Is6() {
-					continue
-				}
-				bits := k
-				if k > 128 {
-					bits -= 129
-				}
-				if pfx, err := addr.Prefix(bits); err == nil {
-					best = s.first(s.cidr[pfx], &c, best)
-				}
+			bits := s.bits4
+			if addr.Is6() {
+				bits = s.bits6
+			}
+			for _, n := range bits {
+				best = s.first(s.cidr[keyOf(addr, int(n))], &c, best)
 			}
 		}
 	}
 	return int(best)
+}
+
+// mayHoldFamily reports whether the CIDR index may hold the address src
+// names, from its text alone: without brackets it is IPv4; in brackets and
+// without a dot it is IPv6 (a dot may be an IPv4-mapped address, which
+// counts as IPv4). It spares parsing an address no CIDR rule can hold.
+func (s *Senders) mayHoldFamily(src []byte) bool {
+	if len(src) == 0 {
+		return false
+	}
+	if src[0] != '[' {
+		return len(s.bits4) > 0
+	}
+	return len(s.bits6) > 0 || hasByte(src, '.')
 }
 
 // candidate is one request's properties, each decoded at most once.
@@ -353,16 +390,12 @@ func ParseSourceAddress(b []byte) (addr netip.Addr, ok bool) {
 		return netip.Addr{}, false
 	}
 	host := b[:colon]
-	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
-		host = host[1 : len(host)-1]
-		if !hasByte(host, ':') {
-			return netip.Addr{}, false // "[1.2.3.4]:80"
-		}
-	} else if hasByte(host, ':') {
-		return netip.Addr{}, false // IPv6 without brackets
+	if len(host) < 2 || host[0] != '[' || host[len(host)-1] != ']' {
+		return parseIPv4(host)
 	}
-	if hasByte(host, '%') {
-		return netip.Addr{}, false
+	host = host[1 : len(host)-1]
+	if !hasByte(host, ':') || hasByte(host, '%') {
+		return netip.Addr{}, false // "[1.2.3.4]:80", or a zone
 	}
 	// The bytes are only read during the call: netip keeps no reference
 	// to its input when the address has no zone.
@@ -371,6 +404,37 @@ func ParseSourceAddress(b []byte) (addr netip.Addr, ok bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap(), true
+}
+
+// parseIPv4 reads a dotted-quad IPv4 address the way netip.ParseAddr does
+// (four decimal fields of 0 to 255, no leading zeros), without its cost
+// on wasm; anything else is left to netip.
+func parseIPv4(b []byte) (netip.Addr, bool) {
+	var ip [4]byte
+	field, digits, v := 0, 0, 0
+	for i, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			if digits == 1 && v == 0 {
+				return netip.Addr{}, false // leading zero
+			}
+			v = v*10 + int(c-'0')
+			digits++
+			if v > 255 {
+				return netip.Addr{}, false
+			}
+		case c == '.' && digits > 0 && field < 3 && i+1 < len(b):
+			ip[field] = byte(v)
+			field, digits, v = field+1, 0, 0
+		default:
+			return netip.Addr{}, false
+		}
+	}
+	if field != 3 || digits == 0 {
+		return netip.Addr{}, false
+	}
+	ip[3] = byte(v)
+	return netip.AddrFrom4(ip), true
 }
 
 func validPort(p []byte) bool {
