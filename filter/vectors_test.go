@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kvgate/kvgate/tests/vectors"
@@ -66,6 +67,16 @@ func TestVectors(t *testing.T) {
 					t.Fatalf("%s: configuration rejected: %q", c.Name, h.logs)
 				}
 				plugins[k], hosts[k] = p, h
+			}
+			h.props = nil
+			if c.Sender != nil {
+				// The sender's properties, under their proxy-wasm paths.
+				h.props = map[string][]byte{}
+				for _, name := range vectors.SenderProperties {
+					if v, ok := c.Sender.Property(name); ok {
+						h.props[strings.ReplaceAll(name, ".", "\x00")] = v
+					}
+				}
 			}
 			get := func(n string) int64 { return h.counters[n] }
 			before := counterDeltas(get)

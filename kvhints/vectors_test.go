@@ -12,7 +12,8 @@ import (
 const defaultMaxBody = 4 << 20
 
 // TestVectors runs every shared conformance case against the rulebook
-// itself; the hosts run the same files.
+// itself; the hosts run the same files. A case with a sender is decided by
+// its trusted_senders rules first.
 func TestVectors(t *testing.T) {
 	cases, err := vectors.Load("../tests/vectors")
 	if err != nil {
@@ -24,7 +25,23 @@ func TestVectors(t *testing.T) {
 	var r kvhints.Rewriter
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			p := kvhints.Policy{Trusted: c.Trusted, Limits: kvhints.Limits{MaxDepth: c.MaxDepth}, MaxBodyBytes: c.MaxBodyBytes}
+			trusted := c.Trusted
+			if c.Sender != nil {
+				// The rules decide from the sender's properties.
+				s, _, err := kvhints.ParseSenders(c.TrustedSenders)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sp kvhints.SenderProps
+				sp.MTLS, _ = c.Sender.Property("connection.mtls")
+				sp.URISAN, _ = c.Sender.Property("connection.uri_san_peer_certificate")
+				sp.DNSSAN, _ = c.Sender.Property("connection.dns_san_peer_certificate")
+				sp.SourceAddress, _ = c.Sender.Property("source.address")
+				if trusted = s.Match(&sp) >= 0; trusted != c.Trusted {
+					t.Fatalf("sender trusted = %v, want %v", trusted, c.Trusted)
+				}
+			}
+			p := kvhints.Policy{Trusted: trusted, Limits: kvhints.Limits{MaxDepth: c.MaxDepth}, MaxBodyBytes: c.MaxBodyBytes}
 			if p.MaxBodyBytes == 0 {
 				p.MaxBodyBytes = defaultMaxBody
 			}

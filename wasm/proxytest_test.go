@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -28,19 +29,29 @@ func TestProxytestVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	order, groups := groupByConfig(cases)
-	for _, conf := range order {
-		runProxytestGroup(t, mod, conf, groups[conf])
+	for _, k := range order {
+		runProxytestGroup(t, mod, groups[k])
 	}
 }
 
-func runProxytestGroup(t *testing.T, mod []byte, conf string, cases []*vectors.Case) {
+// runProxytestGroup runs cases of one configuration and one sender, whose
+// properties the emulator holds (under their NUL-separated paths).
+func runProxytestGroup(t *testing.T, mod []byte, cases []*vectors.Case) {
+	conf := cases[0].FilterConfig()
 	vm, err := proxytest.NewWasmVMContext(mod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer vm.Close()
-	host, reset := proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
-		WithVMContext(vm).WithPluginConfiguration([]byte(conf)))
+	opt := proxytest.NewEmulatorOption().WithVMContext(vm).WithPluginConfiguration([]byte(conf))
+	if s := cases[0].Sender; s != nil {
+		for _, name := range vectors.SenderProperties {
+			if v, ok := s.Property(name); ok {
+				opt = opt.WithProperty(strings.Split(name, "."), v)
+			}
+		}
+	}
+	host, reset := proxytest.NewHostEmulator(opt)
 	defer reset()
 	if host.StartVM() != types.OnVMStartStatusOK {
 		t.Fatal("vm start")

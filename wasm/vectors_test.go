@@ -84,11 +84,16 @@ func trunc(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-// groupByConfig orders cases by configuration, keeping file order inside.
+// groupByConfig orders cases by configuration and sender (the properties
+// a host supplies), keeping file order inside.
 func groupByConfig(cases []vectors.Case) (order []string, groups map[string][]*vectors.Case) {
 	groups = map[string][]*vectors.Case{}
 	for i := range cases {
 		k := cases[i].FilterConfig()
+		if s := cases[i].Sender; s != nil {
+			b, _ := json.Marshal(s)
+			k += "\n" + string(b)
+		}
 		if groups[k] == nil {
 			order = append(order, k)
 		}

@@ -127,6 +127,19 @@ func TestParity(t *testing.T) {
 	if len(cases) < 500 {
 		t.Fatalf("only %d vectors", len(cases))
 	}
+	// Cases with a sender need per-request connection properties (a client
+	// certificate, a source address) that these plain listeners cannot
+	// give: TestTrustedSendersEnvoy runs trusted senders through real mTLS.
+	kept, skipped := cases[:0], 0
+	for _, c := range cases {
+		if c.Sender != nil {
+			skipped++
+			continue
+		}
+		kept = append(kept, c)
+	}
+	cases = kept
+	t.Logf("%d vectors with a sender skipped: their properties need an mTLS connection per sender", skipped)
 	python := envoy.Python(t)
 	bin := sidecarBinary(t)
 	w := startWorker(t)
