@@ -24,12 +24,20 @@ const (
 // Config is the plugin configuration (docs/spec.md, Plugin configuration):
 //
 //	{"trust_kv_hints": false, "max_depth": 128, "max_body_bytes": 4194304,
-//	 "exclude_paths": ["/healthz", "/static/*"]}
+//	 "exclude_paths": ["/healthz", "/static/*"],
+//	 "trusted_senders": [{"principal": "spiffe://cluster.local/ns/llm/sa/router"}]}
 //
 // Every member is optional; an empty configuration means the defaults.
+// trust_kv_hints: true and trusted_senders together are an error.
 type Config struct {
-	// TrustKVHints admits hints from every sender; otherwise they are removed.
+	// TrustKVHints admits hints from every sender; otherwise they are
+	// removed, except from the TrustedSenders.
 	TrustKVHints bool
+	// TrustedSenders are the rules that make one request's sender trusted
+	// (docs/spec.md, Trusted senders), from its verified client
+	// certificate and its connection's source address; nil when the
+	// member is absent. A request no rule matches is handled as untrusted.
+	TrustedSenders *kvhints.Senders
 	// MaxDepth is the admitted envelope's nesting limit (kvhints.Limits).
 	MaxDepth int
 	// MaxBodyBytes rejects longer request bodies with 413.
@@ -125,7 +133,7 @@ func ParseConfig(doc []byte) (Config, error) {
 	if !r.eat('{') {
 		return cfg, r.err("expected a JSON object")
 	}
-	var seen [4]bool
+	var seen [5]bool
 	r.ws()
 	if !r.eat('}') {
 		for {
@@ -162,9 +170,14 @@ func ParseConfig(doc []byte) (Config, error) {
 				if cfg.ExcludePaths, err = r.paths(); err != nil {
 					return cfg, memberError(name, err)
 				}
+			case "trusted_senders":
+				field = 4
+				if cfg.TrustedSenders, err = r.senders(); err != nil {
+					return cfg, err
+				}
 			default:
 				return cfg, &ConfigError{at, "unknown member " + strconv.Quote(name) +
-					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths"}
+					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, trusted_senders"}
 			}
 			if seen[field] {
 				return cfg, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
@@ -183,6 +196,9 @@ func ParseConfig(doc []byte) (Config, error) {
 	if r.i != len(doc) {
 		return cfg, r.err("data after the configuration object")
 	}
+	if cfg.TrustKVHints && seen[4] {
+		return cfg, &ConfigError{0, "trust_kv_hints: true trusts every sender, so trusted_senders would have no effect: set one or the other"}
+	}
 	return cfg, nil
 }
 
@@ -193,6 +209,20 @@ func memberError(name string, err error) error {
 		return &ConfigError{ce.Offset, name + ": " + ce.Msg}
 	}
 	return err
+}
+
+// senders reads the trusted_senders list.
+func (r *cfgReader) senders() (*kvhints.Senders, error) {
+	s, n, err := kvhints.ParseSenders(r.b[r.i:])
+	if err != nil {
+		off := r.i
+		if e, ok := err.(*kvhints.SendersError); ok {
+			off += e.Offset
+		}
+		return nil, &ConfigError{off, err.Error()}
+	}
+	r.i += n
+	return s, nil
 }
 
 // cfgReader is a cursor over a configuration document.

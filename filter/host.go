@@ -69,6 +69,10 @@ type Host interface {
 	DefineCounter(name string) (uint32, error)
 	// IncrementCounter adds delta to a counter.
 	IncrementCounter(id uint32, delta int64) error
+	// GetProperty returns a host property in the host's encoding. path is
+	// the property's name with its segments separated by NUL bytes
+	// ("connection\x00mtls"); an absent property is nil with no error.
+	GetProperty(path string) ([]byte, error)
 }
 
 // Reserver is implemented by a Host that can set aside memory for request

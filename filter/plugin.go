@@ -97,6 +97,9 @@ type Plugin struct {
 	rw      kvhints.Rewriter
 	roots   []*root
 	streams []stream
+	// props holds copies of the sender's properties while one request's
+	// sender is decided; the buffers are reused.
+	props [4][]byte
 	// reserved is the largest body limit configured so far: the rewriter's
 	// output buffer holds a body of that size from start-up on.
 	reserved int
@@ -190,7 +193,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	p.rw.Reserve(p.reserved)
 	p.host.Log(LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
-		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths)))
+		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
 	return true
 }
 
@@ -314,6 +317,16 @@ func (p *Plugin) buffering(id uint32, what string) (*stream, *root, Action, bool
 // holds when size < 0), rewrites it once and forwards, replaces or rejects.
 func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
 	limit := r.cfg.MaxBodyBytes
+	// The sender is decided first: the body's bytes are valid only until
+	// the next host call that returns bytes.
+	policy := r.policy
+	if r.cfg.TrustedSenders.Len() > 0 {
+		trusted, err := p.senderTrusted(r.cfg.TrustedSenders)
+		if err != nil {
+			return p.fail(id, s, "cannot read the sender's properties: "+err.Error())
+		}
+		policy.Trusted = trusted
+	}
 	var body []byte
 	var err error
 	switch {
@@ -332,7 +345,7 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
 	if status, msg := httperr.BodyTooLarge(int64(size), limit); status != 0 {
 		return p.reject(s, r, status, msg) // a body that ended in trailers
 	}
-	out, res := p.rw.Rewrite(body, r.policy)
+	out, res := p.rw.Rewrite(body, policy)
 	if res.Outcome == kvhints.OutcomeRejected {
 		return p.reject(s, r, res.Status, res.Message)
 	}
@@ -352,6 +365,57 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
 	}
 	s.state = stDone
 	return Continue
+}
+
+// The host properties that identify the sender, as proxy-wasm property
+// paths (segments separated by NUL) of Envoy's attribute names.
+const (
+	PropertyMTLS          = "connection\x00mtls"
+	PropertyURISAN        = "connection\x00uri_san_peer_certificate"
+	PropertyDNSSAN        = "connection\x00dns_san_peer_certificate"
+	PropertySourceAddress = "source\x00address"
+)
+
+// senderTrusted decides whether the current request comes from a trusted
+// sender. It reads only the properties the rules use, each at most once,
+// and the certificate's SANs only when the host says the client
+// certificate was verified. The values are never logged.
+func (p *Plugin) senderTrusted(rules *kvhints.Senders) (bool, error) {
+	needs := rules.Needs()
+	var sp kvhints.SenderProps
+	get := func(slot int, path string) ([]byte, error) {
+		b, err := p.host.GetProperty(path)
+		if err != nil {
+			return nil, err
+		}
+		// Host bytes are valid only until the next host call: keep a copy.
+		p.props[slot] = append(p.props[slot][:0], b...)
+		return p.props[slot], nil
+	}
+	var err error
+	if needs&kvhints.PropMTLS != 0 {
+		if sp.MTLS, err = get(0, PropertyMTLS); err != nil {
+			return false, err
+		}
+		if kvhints.MTLSVerified(sp.MTLS) {
+			if needs&kvhints.PropURISAN != 0 {
+				if sp.URISAN, err = get(1, PropertyURISAN); err != nil {
+					return false, err
+				}
+			}
+			if needs&kvhints.PropDNSSAN != 0 {
+				if sp.DNSSAN, err = get(2, PropertyDNSSAN); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	if needs&kvhints.PropSourceAddress != 0 {
+		if sp.SourceAddress, err = get(3, PropertySourceAddress); err != nil {
+			return false, err
+		}
+	}
+	return rules.Match(&sp) >= 0, nil
 }
 
 // OnDone ends a context; it always agrees.

@@ -3,6 +3,7 @@ package filter
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kvgate/kvgate/tests/vectors"
@@ -30,6 +31,16 @@ func (r *fakeRunner) Configure(t testing.TB, conf string) {
 }
 
 func (r *fakeRunner) Send(c *vectors.Case) (vectors.Result, error) {
+	r.h.props = nil
+	if c.Sender != nil {
+		// The sender's properties, under their proxy-wasm paths.
+		r.h.props = map[string][]byte{}
+		for _, name := range vectors.SenderProperties {
+			if v, ok := c.Sender.Property(name); ok {
+				r.h.props[strings.ReplaceAll(name, ".", "\x00")] = v
+			}
+		}
+	}
 	r.id++
 	out := send(r.p, r.h, r.id, c.Request.Method, c.Request.Path, c.Request.Headers, c.Request.Body, r.m)
 	if out.streamed {

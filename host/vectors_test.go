@@ -102,5 +102,6 @@ func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 // TestVectors runs every conformance case through the compiled module on
 // the wazero host.
 func TestVectors(t *testing.T) {
-	vectors.Run(t, &hostRunner{})
+	vectors.Run(t, &hostRunner{}, vectors.Skip("this runner does not yet hand a sender's properties to the host",
+		func(c *vectors.Case) bool { return c.Sender != nil }))
 }

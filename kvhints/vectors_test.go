@@ -21,7 +21,23 @@ func (*rulebook) Observes() vectors.Observes {
 }
 
 func (rb *rulebook) Send(c *vectors.Case) (vectors.Result, error) {
-	p := kvhints.Policy{Trusted: c.Trusted, Limits: kvhints.Limits{MaxDepth: c.MaxDepth}, MaxBodyBytes: c.MaxBodyBytes}
+	trusted := c.Trusted
+	if c.Sender != nil {
+		// The rules decide from the sender's properties.
+		s, _, err := kvhints.ParseSenders(c.TrustedSenders)
+		if err != nil {
+			return vectors.Result{}, err
+		}
+		var sp kvhints.SenderProps
+		sp.MTLS, _ = c.Sender.Property("connection.mtls")
+		sp.URISAN, _ = c.Sender.Property("connection.uri_san_peer_certificate")
+		sp.DNSSAN, _ = c.Sender.Property("connection.dns_san_peer_certificate")
+		sp.SourceAddress, _ = c.Sender.Property("source.address")
+		if trusted = s.Match(&sp) >= 0; trusted != c.Trusted {
+			return vectors.Result{}, fmt.Errorf("sender trusted = %v, want %v", trusted, c.Trusted)
+		}
+	}
+	p := kvhints.Policy{Trusted: trusted, Limits: kvhints.Limits{MaxDepth: c.MaxDepth}, MaxBodyBytes: c.MaxBodyBytes}
 	if p.MaxBodyBytes == 0 {
 		p.MaxBodyBytes = vectors.DefaultMaxBodyBytes
 	}
@@ -48,7 +64,8 @@ func (rb *rulebook) Send(c *vectors.Case) (vectors.Result, error) {
 }
 
 // TestVectors runs every shared conformance case against the rulebook
-// itself; the hosts run the same cases through the same kit.
+// itself; the hosts run the same cases through the same kit. A case with a
+// sender is decided by its trusted_senders rules first.
 func TestVectors(t *testing.T) {
 	vectors.Run(t, &rulebook{})
 }

@@ -1,10 +1,12 @@
 package wasm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -20,11 +22,13 @@ import (
 // this is for correctness only. proxytest emulates one host at a time: each
 // configuration gets a VM that replaces the previous one.
 type proxytestRunner struct {
-	mod   []byte
-	mode  string // "length", "chunked" or "trailers"
-	vm    proxytest.WasmVMContext
-	host  proxytest.HostEmulator
-	reset func()
+	mod    []byte
+	mode   string // "length", "chunked" or "trailers"
+	conf   string
+	sender string // the sender whose properties the emulator holds, as JSON
+	vm     proxytest.WasmVMContext
+	host   proxytest.HostEmulator
+	reset  func()
 }
 
 func (*proxytestRunner) Observes() vectors.Observes { return vectors.ObservesReply }
@@ -33,20 +37,55 @@ func (r *proxytestRunner) Configure(t testing.TB, conf string) {
 	if r.vm == nil {
 		t.Cleanup(r.close)
 	}
+	r.conf = conf
+	if err := r.start(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start replaces the emulator with one for r.conf that holds s's
+// properties: proxytest takes properties only when it is created.
+func (r *proxytestRunner) start(s *vectors.Sender) error {
 	r.close()
 	vm, err := proxytest.NewWasmVMContext(r.mod)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	r.vm = vm
-	r.host, r.reset = proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
-		WithVMContext(vm).WithPluginConfiguration([]byte(conf)))
+	opt := proxytest.NewEmulatorOption().WithVMContext(vm).WithPluginConfiguration([]byte(r.conf))
+	if s != nil {
+		for _, name := range vectors.SenderProperties {
+			if v, ok := s.Property(name); ok {
+				opt = opt.WithProperty(strings.Split(name, "."), v)
+			}
+		}
+	}
+	r.host, r.reset = proxytest.NewHostEmulator(opt)
 	if r.host.StartVM() != types.OnVMStartStatusOK {
-		t.Fatal("vm start")
+		return errors.New("vm start")
 	}
 	if r.host.StartPlugin() != types.OnPluginStartStatusOK {
-		t.Fatalf("%s: configuration rejected: %q", conf, r.host.GetCriticalLogs())
+		return fmt.Errorf("%s: configuration rejected: %q", r.conf, r.host.GetCriticalLogs())
 	}
+	r.sender = senderKey(s)
+	return nil
+}
+
+// holding makes the emulator hold c's sender, before its counters are read
+// and before it is sent.
+func (r *proxytestRunner) holding(c *vectors.Case) error {
+	if senderKey(c.Sender) == r.sender {
+		return nil
+	}
+	return r.start(c.Sender)
+}
+
+func senderKey(s *vectors.Sender) string {
+	if s == nil {
+		return ""
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func (r *proxytestRunner) close() {
@@ -59,7 +98,10 @@ func (r *proxytestRunner) close() {
 	}
 }
 
-func (r *proxytestRunner) Counters(*vectors.Case) (vectors.Counters, error) {
+func (r *proxytestRunner) Counters(c *vectors.Case) (vectors.Counters, error) {
+	if err := r.holding(c); err != nil {
+		return vectors.Counters{}, err
+	}
 	return vectors.ReadCounters(func(s vectors.Series) (float64, error) {
 		v, err := r.host.GetCounterMetric(s.ProxyWasmName())
 		return float64(v), err
@@ -70,6 +112,9 @@ func (r *proxytestRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 // with a content-length ("length") or in three parts without one, ended by
 // the last part ("chunked") or by trailers ("trailers").
 func (r *proxytestRunner) Send(c *vectors.Case) (vectors.Result, error) {
+	if err := r.holding(c); err != nil {
+		return vectors.Result{}, err
+	}
 	host := r.host
 	id := host.InitializeHttpContext()
 	defer host.CompleteHttpContext(id)

@@ -17,7 +17,7 @@ import (
 
 // wzHost is a minimal proxy-wasm host on wazero, for the memory test and
 // the benchmarks only (host/ is the real one). It provides exactly the
-// eight env functions filter/abi imports, real clocks and one stream at a
+// nine env functions filter/abi imports, real clocks and one stream at a
 // time.
 type wzHost struct {
 	tb  testing.TB
@@ -37,7 +37,11 @@ type wzHost struct {
 	metrics []string
 	values  map[string]int64
 	logs    []string
-	nextID  uint64
+	// props are the host properties by proxy-wasm path; propReads counts
+	// proxy_get_property calls.
+	props     map[string][]byte
+	propReads int
+	nextID    uint64
 	// hostTime is the time spent in host functions (copies and nested
 	// proxy_on_memory_allocate calls included), to tell guest work apart.
 	hostTime time.Duration
@@ -205,6 +209,17 @@ func (h *wzHost) exportEnv() {
 			return 2
 		}
 		h.values[h.metrics[id]] += int64(s[1])
+		return 0
+	})
+	b = fn(b, "proxy_get_property", 4, func(m api.Module, s []uint64) uint32 {
+		h.propReads++
+		v, ok := h.props[string(h.read(m, u(s, 0), u(s, 1)))]
+		if !ok {
+			return 1
+		}
+		if len(v) > 0 {
+			h.give(m, v, u(s, 2), u(s, 3))
+		}
 		return 0
 	})
 	if _, err := b.Instantiate(h.ctx); err != nil {

@@ -7,7 +7,7 @@
 // results are proxy-wasm WasmResult codes: 0 Ok, 1 NotFound, 2 BadArgument,
 // ..., 12 Unimplemented.
 //
-// # Host functions imported (module "env"), exactly these eight
+// # Host functions imported (module "env"), exactly these nine
 //
 // A host running this module must provide all of them; Envoy (1.33 and
 // later) and the proxy-wasm-go-sdk v0.24.0 proxytest runner both do.
@@ -42,6 +42,15 @@
 //	                    return_metric_id i32) -> status i32
 //	    Used with metric_type 0 (counter); the id is written as u32.
 //	proxy_increment_metric(metric_id i32, offset i64) -> status i32
+//	proxy_get_property(property_path_data i32, property_path_size i32,
+//	                   return_property_value_data i32, return_property_value_size i32) -> status i32
+//	    Only when trusted_senders is configured, for the paths
+//	    "connection\0mtls", "connection\0uri_san_peer_certificate",
+//	    "connection\0dns_san_peer_certificate" and "source\0address"
+//	    (segments separated by NUL, no trailing NUL). The value comes in
+//	    memory from proxy_on_memory_allocate, in Envoy's encoding: a bool as
+//	    one byte, a string as its bytes without a terminator. NotFound means
+//	    the host does not have the property.
 //
 // WASI (module "wasi_snapshot_preview1"): whatever the Go runtime imports
 // (fd_write, random_get, clock_time_get, environ_*, args_*, proc_exit,

@@ -28,3 +28,6 @@ func proxyDefineMetric(metricType, nameData, nameSize, returnMetricID uint32) ui
 
 //go:wasmimport env proxy_increment_metric
 func proxyIncrementMetric(metricID uint32, offset int64) uint32
+
+//go:wasmimport env proxy_get_property
+func proxyGetProperty(pathData, pathSize, returnValueData, returnValueSize uint32) uint32

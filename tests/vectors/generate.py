@@ -1366,9 +1366,148 @@ def gen_large():
               B(K("prompt", tricky), H(pretty(REF)), MODEL()), "admitted", REF)
 
 
+# ---------------------------------------------------------------------------
+# Trusted senders (docs/spec.md, Trusted senders): the same admission, with
+# trust decided per request from the sender's connection properties.
+# ---------------------------------------------------------------------------
+
+ROUTER = "spiffe://cluster.local/ns/llm/sa/router"
+
+# One rule list for the whole group, so that every case runs under the same
+# plugin configuration.  127.0.0.0/8 is deliberately not listed.
+SENDER_RULES = [
+    {"principal": ROUTER},
+    {"principal": "spiffe://cluster.local/ns/batch/sa/*"},
+    {"dns_name": "router.llm.svc"},
+    {"source_cidr": "10.8.0.0/16"},
+    {"source_cidr": "2001:db8:7::/48"},
+    {"principal": "spiffe://cluster.local/ns/edge/sa/gateway", "source_cidr": "192.168.4.0/24"},
+]
+
+
+def sender_trusted(rules, sender):
+    """The rule as the spec states it: a rule matches when every member it
+    sets matches; principal and dns_name need a verified client certificate
+    (mtls true); principal is exact, or a prefix when it ends in "/*" (the
+    URI must go on past the prefix); source_cidr holds the connection's
+    address, an IPv4-mapped IPv6 address counting as its IPv4 form."""
+    import ipaddress
+    mtls = sender["mtls"] is True
+    addr = None
+    src = sender["source_address"]
+    if src is not None:
+        host, _, port = src.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            addr = ipaddress.ip_address(host)
+            if addr.version == 6 and addr.ipv4_mapped is not None:
+                addr = addr.ipv4_mapped
+        except ValueError:
+            addr = None
+    for r in rules:
+        ok = True
+        if "principal" in r:
+            uri = sender["uri_san"] if mtls else None
+            p = r["principal"]
+            if p.endswith("/*"):
+                ok = ok and uri is not None and uri.startswith(p[:-1]) and len(uri) > len(p) - 1
+            else:
+                ok = ok and uri == p
+        if "dns_name" in r:
+            ok = ok and mtls and sender["dns_san"] == r["dns_name"]
+        if "source_cidr" in r:
+            net = ipaddress.ip_network(r["source_cidr"])
+            ok = ok and addr is not None and addr.version == net.version and addr in net
+        if ok:
+            return True
+    return False
+
+
+def gen_senders():
+    g = "senders"
+
+    def sender(mtls=None, uri=None, dns=None, src=None):
+        return {"mtls": mtls, "uri_san": uri, "dns_san": dns, "source_address": src}
+
+    def case(short, desc, snd, verdict, body=None, hint_verdict=None, canonical=None):
+        """verdict: "trusted" or "untrusted", checked against the model;
+        the body (default: the reference envelope, pretty-printed, so that
+        admission visibly rewrites it) then takes the trusted or untrusted
+        path of hint_case."""
+        trusted = sender_trusted(SENDER_RULES, snd)
+        assert verdict == ("trusted" if trusted else "untrusted"), (short, verdict)
+        if body is None:
+            body = std(pretty(REF))
+            if hint_verdict is None:
+                hint_verdict, canonical = ("admitted", REF) if trusted else ("stripped", None)
+        hint_case(g, short, desc, trusted, body, hint_verdict, canonical)
+        c = GROUPS[g].pop()
+        ordered = {}
+        for k, v in c.items():
+            ordered[k] = v
+            if k == "trusted":
+                ordered["trusted_senders"] = SENDER_RULES
+                ordered["sender"] = snd
+        GROUPS[g].append(ordered)
+
+    case("router-principal", "the router's SPIFFE ID, verified: trusted, its envelope admitted",
+         sender(True, ROUTER, None, "127.0.0.1:41000"), "trusted")
+    case("router-principal-unverified", "the router's URI SAN without a verified certificate (mtls false): untrusted",
+         sender(False, ROUTER, None, "127.0.0.1:41000"), "untrusted")
+    case("router-principal-mtls-absent", "the router's URI SAN while connection.mtls is absent: untrusted",
+         sender(None, ROUTER, None, "127.0.0.1:41000"), "untrusted")
+    case("other-principal", "a verified certificate with another workload's SPIFFE ID: untrusted",
+         sender(True, "spiffe://cluster.local/ns/llm/sa/client", None, "127.0.0.1:41000"), "untrusted")
+    case("principal-longer", "the router's ID with a suffix: exact principals match exactly",
+         sender(True, ROUTER + "-2", None, "127.0.0.1:41000"), "untrusted")
+    case("prefix-principal", "a principal below a \"/*\" prefix: trusted",
+         sender(True, "spiffe://cluster.local/ns/batch/sa/job7", None, "127.0.0.1:41000"), "trusted")
+    case("prefix-principal-itself", "the prefix itself, with nothing after the slash: untrusted",
+         sender(True, "spiffe://cluster.local/ns/batch/sa/", None, "127.0.0.1:41000"), "untrusted")
+    case("prefix-principal-no-slash", "the prefix without its final slash: untrusted",
+         sender(True, "spiffe://cluster.local/ns/batch/sa", None, "127.0.0.1:41000"), "untrusted")
+    case("prefix-principal-sibling", "a sibling namespace that shares the prefix's text: untrusted",
+         sender(True, "spiffe://cluster.local/ns/batchx/sa/job7", None, "127.0.0.1:41000"), "untrusted")
+    case("dns-name", "the router's DNS SAN, verified: trusted",
+         sender(True, None, "router.llm.svc", "127.0.0.1:41000"), "trusted")
+    case("dns-name-unverified", "the router's DNS SAN without a verified certificate: untrusted",
+         sender(False, None, "router.llm.svc", "127.0.0.1:41000"), "untrusted")
+    case("dns-name-in-uri-san", "the DNS name presented as a URI SAN: untrusted",
+         sender(True, "router.llm.svc", None, "127.0.0.1:41000"), "untrusted")
+    case("cidr-ipv4", "no certificate, source address inside an IPv4 rule: trusted",
+         sender(False, None, None, "10.8.3.4:52000"), "trusted")
+    case("cidr-ipv4-outside", "no certificate, source address outside every rule: untrusted",
+         sender(False, None, None, "10.9.0.1:52000"), "untrusted")
+    case("cidr-ipv4-mapped", "an IPv4-mapped IPv6 source address inside an IPv4 rule: trusted",
+         sender(False, None, None, "[::ffff:10.8.0.1]:52000"), "trusted")
+    case("cidr-ipv6", "an IPv6 source address inside an IPv6 rule: trusted",
+         sender(False, None, None, "[2001:db8:7::42]:443"), "trusted")
+    case("cidr-ipv6-outside", "an IPv6 source address outside the IPv6 rule: untrusted",
+         sender(False, None, None, "[2001:db8:8::42]:443"), "untrusted")
+    case("principal-and-cidr", "principal and source_cidr both match: trusted",
+         sender(True, "spiffe://cluster.local/ns/edge/sa/gateway", None, "192.168.4.20:5000"), "trusted")
+    case("principal-cidr-outside", "principal matches but the source address is outside the rule's CIDR: untrusted",
+         sender(True, "spiffe://cluster.local/ns/edge/sa/gateway", None, "192.168.5.20:5000"), "untrusted")
+    case("principal-source-absent", "principal matches but source.address is absent: untrusted",
+         sender(True, "spiffe://cluster.local/ns/edge/sa/gateway", None, None), "untrusted")
+    case("no-properties", "no property at all: untrusted",
+         sender(None, None, None, None), "untrusted")
+    case("trusted-malformed", "a trusted sender's malformed envelope is discarded as malformed, not untrusted",
+         sender(True, ROUTER, None, "127.0.0.1:41000"), "trusted",
+         body=std(env({"message_id": DROP})), hint_verdict="malformed")
+    case("untrusted-null-hint", "an untrusted sender's null hint is removed, not counted",
+         sender(False, None, None, "127.0.0.1:41000"), "untrusted",
+         body=std("null"), hint_verdict="null_hint")
+    case("trusted-no-hint", "a trusted sender's body without kv_hints is forwarded unchanged",
+         sender(True, ROUTER, None, "127.0.0.1:41000"), "trusted",
+         body=B(MODEL(), MSGS()), hint_verdict="no_hint")
+
+
 def main():
     for gen in (gen_admission, gen_untrusted, gen_members, gen_version, gen_structure, gen_numbers,
-                gen_strings, gen_size, gen_depth, gen_body, gen_encoding, gen_http, gen_large):
+                gen_strings, gen_size, gen_depth, gen_body, gen_encoding, gen_http, gen_large,
+                gen_senders):
         gen()
     total = 0
     for old in os.listdir(HERE):
