@@ -120,6 +120,7 @@ type config struct {
 	dir      string
 	skips    []*skip
 	each     []func(*Case, string, Result)
+	onSkip   []func(*Case, string)
 	variants []string
 	set      func(string)
 }
@@ -160,11 +161,19 @@ func Each(f func(c *Case, variant string, r Result)) Option {
 
 // Oracle writes one line per case Run sent to w, in the format that
 // tests/oracle/oracle.py --forwarded reads (see README.md): the status and
-// the forwarded bytes, or the local reply of a rejected request. Use it with
-// a runner that has an upstream (ObservesForwardStatus and ObservesReply).
+// the forwarded bytes, or the local reply of a rejected request. A case
+// left out by Skip gets a line that names the reason, so that the oracle's
+// --require-all counts it as skipped, not as missing. Use it with a runner
+// that has an upstream (ObservesForwardStatus and ObservesReply).
 func Oracle(w io.Writer) Option {
 	enc := json.NewEncoder(w)
-	return Each(func(c *Case, _ string, r Result) {
+	onSkip := func(c *Case, reason string) {
+		_ = enc.Encode(struct {
+			Name    string `json:"name"`
+			Skipped string `json:"skipped"`
+		}{c.Name, reason})
+	}
+	each := Each(func(c *Case, _ string, r Result) {
 		mode := "untrusted"
 		if c.Trusted {
 			mode = "trusted"
@@ -178,6 +187,10 @@ func Oracle(w io.Writer) Option {
 			BodyBase64 string `json:"body_base64"`
 		}{c.Name, mode, r.Status, base64.StdEncoding.EncodeToString(r.Body)})
 	})
+	return func(cfg *config) {
+		each(cfg)
+		cfg.onSkip = append(cfg.onSkip, onSkip)
+	}
 }
 
 // Run loads the conformance cases and sends each through r as a subtest
@@ -217,6 +230,9 @@ func Run(t *testing.T, r Runner, opts ...Option) {
 		if s := cfg.skipped(c); s != nil {
 			s.n++
 			t.Run(c.Name, func(t *testing.T) { t.Skip(s.reason) })
+			for _, f := range cfg.onSkip {
+				f(c, s.reason)
+			}
 			continue
 		}
 		if k := c.FilterConfig(); configs == 0 || k != current {
