@@ -8,6 +8,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 const (
@@ -53,21 +55,21 @@ func envFuncs() []hostFunc {
 	return []hostFunc{
 		{"proxy_log", ps(3), r32, func(_ context.Context, in *instance, s []uint64) {
 			msg := in.readString("proxy_log", u32(s[1]), u32(s[2]))
-			lvl := u32(s[0])
-			if lvl > 5 {
-				s[0] = statusBadArgument
+			lvl := proxywasm.LogLevel(s[0])
+			if lvl > proxywasm.LogCritical {
+				s[0] = uint64(proxywasm.StatusBadArgument)
 				return
 			}
 			in.guestLog(lvl, msg)
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_log_level", ps(1), r32, func(_ context.Context, in *instance, s []uint64) {
-			in.writeU32("proxy_get_log_level", u32(s[0]), in.h.guestLogLevel())
-			s[0] = statusOK
+			in.writeU32("proxy_get_log_level", u32(s[0]), uint32(in.h.guestLogLevel()))
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_current_time_nanoseconds", ps(1), r32, func(_ context.Context, in *instance, s []uint64) {
 			in.writeU64("proxy_get_current_time_nanoseconds", u32(s[0]), uint64(time.Now().UnixNano()))
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_set_tick_period_milliseconds", ps(1), r32, func(_ context.Context, in *instance, s []uint64) {
 			// Accepted as Envoy does; this host never ticks (no timers in a
@@ -75,22 +77,22 @@ func envFuncs() []hostFunc {
 			if u32(s[0]) != 0 {
 				in.h.tickWarn.Do(func() { in.h.log.Warn("wasm filter asked for a tick period; this host does not call proxy_on_tick") })
 			}
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_buffer_status", ps(3), r32, func(_ context.Context, in *instance, s []uint64) {
-			b, st := in.buffer(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			b, st := in.buffer(proxywasm.BufferType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
 			in.writeU32("proxy_get_buffer_status", u32(s[1]), uint32(len(*b)))
 			in.writeU32("proxy_get_buffer_status", u32(s[2]), 0)
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_buffer_bytes", ps(5), r32, func(ctx context.Context, in *instance, s []uint64) {
-			b, st := in.buffer(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			b, st := in.buffer(proxywasm.BufferType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
 			start, n := uint64(u32(s[1])), uint64(u32(s[2]))
@@ -104,154 +106,154 @@ func envFuncs() []hostFunc {
 			if n > 0 {
 				data = (*b)[start : start+n]
 			}
-			s[0] = in.copyOut(ctx, "proxy_get_buffer_bytes", data, u32(s[3]), u32(s[4]))
+			s[0] = uint64(in.copyOut(ctx, "proxy_get_buffer_bytes", data, u32(s[3]), u32(s[4])))
 		}},
 		{"proxy_set_buffer_bytes", ps(5), r32, func(_ context.Context, in *instance, s []uint64) {
 			data := in.read("proxy_set_buffer_bytes", u32(s[3]), u32(s[4]))
-			typ := u32(s[0])
+			typ := proxywasm.BufferType(s[0])
 			b, st := in.buffer(typ)
-			if st != statusOK {
-				s[0] = st
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
-			if typ != bufRequestBody {
-				s[0] = statusBadArgument // configuration buffers are read-only
+			if typ != proxywasm.BufferHTTPRequestBody {
+				s[0] = uint64(proxywasm.StatusBadArgument) // configuration buffers are read-only
 				return
 			}
 			*b = splice(*b, uint64(u32(s[1])), uint64(u32(s[2])), data, in.x.req.NewBody)
 			in.x.bodyChanged = true
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_header_map_size", ps(2), r32, func(_ context.Context, in *instance, s []uint64) {
-			fs, _, st := in.fieldMap(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			fs, _, st := in.fieldMap(proxywasm.MapType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
-			in.writeU32("proxy_get_header_map_size", u32(s[1]), uint32(serializedSize(*fs)))
-			s[0] = statusOK
+			in.writeU32("proxy_get_header_map_size", u32(s[1]), uint32(proxywasm.HeaderMapSize(*fs)))
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_header_map_pairs", ps(3), r32, func(ctx context.Context, in *instance, s []uint64) {
-			fs, _, st := in.fieldMap(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			fs, _, st := in.fieldMap(proxywasm.MapType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
-			s[0] = in.copyOut(ctx, "proxy_get_header_map_pairs", serializeFields(*fs), u32(s[1]), u32(s[2]))
+			s[0] = uint64(in.copyOut(ctx, "proxy_get_header_map_pairs", proxywasm.EncodeHeaderMap(*fs), u32(s[1]), u32(s[2])))
 		}},
 		{"proxy_set_header_map_pairs", ps(3), r32, func(_ context.Context, in *instance, s []uint64) {
 			raw := in.read("proxy_set_header_map_pairs", u32(s[1]), u32(s[2]))
-			fs, changed, st := in.fieldMap(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			fs, changed, st := in.fieldMap(proxywasm.MapType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
-			nf, ok := parseFields(raw)
-			if !ok {
-				s[0] = statusBadArgument
+			nf, err := proxywasm.DecodeHeaderMap(raw)
+			if err != nil {
+				s[0] = uint64(proxywasm.StatusBadArgument)
 				return
 			}
 			for i := range nf {
-				nf[i].Name = strings.ToLower(nf[i].Name)
+				nf[i][0] = strings.ToLower(nf[i][0])
 			}
 			*fs, *changed = nf, true
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_header_map_value", ps(5), r32, func(ctx context.Context, in *instance, s []uint64) {
 			key := in.read("proxy_get_header_map_value", u32(s[1]), u32(s[2]))
-			fs, _, st := in.fieldMap(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			fs, _, st := in.fieldMap(proxywasm.MapType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
 			for _, f := range *fs {
-				if equalFold(f.Name, key) {
-					s[0] = in.copyOut(ctx, "proxy_get_header_map_value", []byte(f.Value), u32(s[3]), u32(s[4]))
+				if equalFold(f[0], key) {
+					s[0] = uint64(in.copyOut(ctx, "proxy_get_header_map_value", []byte(f[1]), u32(s[3]), u32(s[4])))
 					return
 				}
 			}
-			s[0] = statusNotFound
+			s[0] = uint64(proxywasm.StatusNotFound)
 		}},
 		{"proxy_add_header_map_value", ps(5), r32, func(_ context.Context, in *instance, s []uint64) {
 			key := strings.ToLower(in.readString("proxy_add_header_map_value", u32(s[1]), u32(s[2])))
 			val := in.readString("proxy_add_header_map_value", u32(s[3]), u32(s[4]))
-			fs, changed, st := in.fieldMap(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			fs, changed, st := in.fieldMap(proxywasm.MapType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
-			*fs = append(*fs, Field{key, val})
+			*fs = append(*fs, [2]string{key, val})
 			*changed = true
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_replace_header_map_value", ps(5), r32, func(_ context.Context, in *instance, s []uint64) {
 			key := strings.ToLower(in.readString("proxy_replace_header_map_value", u32(s[1]), u32(s[2])))
 			val := in.readString("proxy_replace_header_map_value", u32(s[3]), u32(s[4]))
-			fs, changed, st := in.fieldMap(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			fs, changed, st := in.fieldMap(proxywasm.MapType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
 			out := (*fs)[:0:0]
 			done := false
 			for _, f := range *fs {
-				if f.Name == key {
+				if f[0] == key {
 					if done {
 						continue
 					}
-					f.Value, done = val, true
+					f[1], done = val, true
 				}
 				out = append(out, f)
 			}
 			if !done {
-				out = append(out, Field{key, val})
+				out = append(out, [2]string{key, val})
 			}
 			*fs, *changed = out, true
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_remove_header_map_value", ps(3), r32, func(_ context.Context, in *instance, s []uint64) {
 			key := strings.ToLower(in.readString("proxy_remove_header_map_value", u32(s[1]), u32(s[2])))
-			fs, changed, st := in.fieldMap(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			fs, changed, st := in.fieldMap(proxywasm.MapType(s[0]))
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
 			out := (*fs)[:0:0]
 			for _, f := range *fs {
-				if f.Name != key {
+				if f[0] != key {
 					out = append(out, f)
 				}
 			}
 			if len(out) != len(*fs) {
 				*fs, *changed = out, true
 			}
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_continue_stream", ps(1), r32, func(_ context.Context, in *instance, s []uint64) {
-			switch st := u32(s[0]); {
-			case st > 3:
-				s[0] = statusBadArgument
-			case st != 0 || in.x == nil:
-				s[0] = statusUnimplemented
+			switch st := proxywasm.StreamType(s[0]); {
+			case st > proxywasm.StreamUpstream:
+				s[0] = uint64(proxywasm.StatusBadArgument)
+			case st != proxywasm.StreamHTTPRequest || in.x == nil:
+				s[0] = uint64(proxywasm.StatusUnimplemented)
 			default:
 				in.x.continued = true
-				s[0] = statusOK
+				s[0] = uint64(proxywasm.StatusOK)
 			}
 		}},
 		{"proxy_close_stream", ps(1), r32, func(_ context.Context, in *instance, s []uint64) {
-			switch st := u32(s[0]); {
-			case st > 3:
-				s[0] = statusBadArgument
+			switch st := proxywasm.StreamType(s[0]); {
+			case st > proxywasm.StreamUpstream:
+				s[0] = uint64(proxywasm.StatusBadArgument)
 			case in.x == nil:
-				s[0] = statusNotFound
+				s[0] = uint64(proxywasm.StatusNotFound)
 			default:
 				in.x.closed = true
-				s[0] = statusOK
+				s[0] = uint64(proxywasm.StatusOK)
 			}
 		}},
 		{"proxy_get_status", ps(3), r32, func(_ context.Context, in *instance, s []uint64) {
 			// Only meaningful in HTTP/gRPC call callbacks, which never happen here.
-			s[0] = statusNotFound
+			s[0] = uint64(proxywasm.StatusNotFound)
 		}},
 		{"proxy_send_local_response", ps(8), r32, func(_ context.Context, in *instance, s []uint64) {
 			const fn = "proxy_send_local_response"
@@ -259,20 +261,20 @@ func envFuncs() []hostFunc {
 			body := append([]byte(nil), in.read(fn, u32(s[3]), u32(s[4]))...)
 			raw := in.read(fn, u32(s[5]), u32(s[6]))
 			if in.x == nil {
-				s[0] = statusNotFound
+				s[0] = uint64(proxywasm.StatusNotFound)
 				return
 			}
-			fs, ok := parseFields(raw)
-			if !ok {
-				s[0] = statusBadArgument
+			fs, err := proxywasm.DecodeHeaderMap(raw)
+			if err != nil {
+				s[0] = uint64(proxywasm.StatusBadArgument)
 				return
 			}
 			lr := &LocalReply{Status: int(u32(s[0])), Details: details, Body: body, Header: make(map[string][]string, len(fs))}
 			for _, f := range fs {
-				lr.Header.Add(f.Name, f.Value)
+				lr.Header.Add(f[0], f[1])
 			}
 			in.x.local = lr
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_http_call", ps(10), r32, func(_ context.Context, in *instance, s []uint64) {
 			const fn = "proxy_http_call"
@@ -280,173 +282,173 @@ func envFuncs() []hostFunc {
 				in.read(fn, u32(s[i]), u32(s[i+1]))
 			}
 			in.read(fn, u32(s[9]), 4)
-			s[0] = statusBadArgument // no upstream clusters in this host
+			s[0] = uint64(proxywasm.StatusBadArgument) // no upstream clusters in this host
 		}},
 		{"proxy_grpc_call", ps(12), r32, func(_ context.Context, in *instance, s []uint64) {
 			for i := 0; i < 10; i += 2 {
 				in.read("proxy_grpc_call", u32(s[i]), u32(s[i+1]))
 			}
-			s[0] = statusBadArgument
+			s[0] = uint64(proxywasm.StatusBadArgument)
 		}},
 		{"proxy_grpc_stream", ps(9), r32, func(_ context.Context, in *instance, s []uint64) {
 			for i := 0; i < 8; i += 2 {
 				in.read("proxy_grpc_stream", u32(s[i]), u32(s[i+1]))
 			}
-			s[0] = statusBadArgument
+			s[0] = uint64(proxywasm.StatusBadArgument)
 		}},
 		{"proxy_grpc_send", ps(4), r32, func(_ context.Context, in *instance, s []uint64) {
 			in.read("proxy_grpc_send", u32(s[1]), u32(s[2]))
-			s[0] = statusNotFound
+			s[0] = uint64(proxywasm.StatusNotFound)
 		}},
-		{"proxy_grpc_cancel", ps(1), r32, func(_ context.Context, _ *instance, s []uint64) { s[0] = statusNotFound }},
-		{"proxy_grpc_close", ps(1), r32, func(_ context.Context, _ *instance, s []uint64) { s[0] = statusNotFound }},
+		{"proxy_grpc_cancel", ps(1), r32, func(_ context.Context, _ *instance, s []uint64) { s[0] = uint64(proxywasm.StatusNotFound) }},
+		{"proxy_grpc_close", ps(1), r32, func(_ context.Context, _ *instance, s []uint64) { s[0] = uint64(proxywasm.StatusNotFound) }},
 		{"proxy_set_shared_data", ps(5), r32, func(_ context.Context, in *instance, s []uint64) {
 			key := in.readString("proxy_set_shared_data", u32(s[0]), u32(s[1]))
 			val := append([]byte(nil), in.read("proxy_set_shared_data", u32(s[2]), u32(s[3]))...)
-			s[0] = in.h.shared.set(key, val, u32(s[4]))
+			s[0] = uint64(in.h.shared.set(key, val, u32(s[4])))
 		}},
 		{"proxy_get_shared_data", ps(5), r32, func(ctx context.Context, in *instance, s []uint64) {
 			key := in.readString("proxy_get_shared_data", u32(s[0]), u32(s[1]))
 			val, cas, ok := in.h.shared.get(key)
 			if !ok {
-				s[0] = statusNotFound
+				s[0] = uint64(proxywasm.StatusNotFound)
 				return
 			}
 			in.read("proxy_get_shared_data", u32(s[4]), 4)
-			if st := in.copyOut(ctx, "proxy_get_shared_data", val, u32(s[2]), u32(s[3])); st != statusOK {
-				s[0] = st
+			if st := in.copyOut(ctx, "proxy_get_shared_data", val, u32(s[2]), u32(s[3])); st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
 			in.writeU32("proxy_get_shared_data", u32(s[4]), cas)
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_register_shared_queue", ps(3), r32, func(_ context.Context, in *instance, s []uint64) {
 			name := in.readString("proxy_register_shared_queue", u32(s[0]), u32(s[1]))
 			in.writeU32("proxy_register_shared_queue", u32(s[2]), in.h.shared.register(in.h.opts.VMID, name))
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_resolve_shared_queue", ps(5), r32, func(_ context.Context, in *instance, s []uint64) {
 			vm := in.readString("proxy_resolve_shared_queue", u32(s[0]), u32(s[1]))
 			name := in.readString("proxy_resolve_shared_queue", u32(s[2]), u32(s[3]))
 			id, ok := in.h.shared.resolve(vm, name)
 			if !ok {
-				s[0] = statusNotFound
+				s[0] = uint64(proxywasm.StatusNotFound)
 				return
 			}
 			in.writeU32("proxy_resolve_shared_queue", u32(s[4]), id)
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_enqueue_shared_queue", ps(3), r32, func(_ context.Context, in *instance, s []uint64) {
 			val := append([]byte(nil), in.read("proxy_enqueue_shared_queue", u32(s[1]), u32(s[2]))...)
-			s[0] = in.h.shared.enqueue(u32(s[0]), val)
+			s[0] = uint64(in.h.shared.enqueue(u32(s[0]), val))
 		}},
 		{"proxy_dequeue_shared_queue", ps(3), r32, func(ctx context.Context, in *instance, s []uint64) {
 			val, st := in.h.shared.dequeue(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
-			s[0] = in.copyOut(ctx, "proxy_dequeue_shared_queue", val, u32(s[1]), u32(s[2]))
+			s[0] = uint64(in.copyOut(ctx, "proxy_dequeue_shared_queue", val, u32(s[1]), u32(s[2])))
 		}},
 		{"proxy_define_metric", ps(4), r32, func(_ context.Context, in *instance, s []uint64) {
 			name := in.readString("proxy_define_metric", u32(s[1]), u32(s[2]))
 			in.read("proxy_define_metric", u32(s[3]), 4)
-			id, st := in.h.metrics.define(u32(s[0]), name)
-			if st != statusOK {
+			id, st := in.h.metrics.define(proxywasm.MetricType(s[0]), name)
+			if st != proxywasm.StatusOK {
 				in.h.log.Warn("wasm filter defined a metric this host rejects", "name", name, "status", st)
-				s[0] = st
+				s[0] = uint64(st)
 				return
 			}
 			in.writeU32("proxy_define_metric", u32(s[3]), id)
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_increment_metric", []api.ValueType{i32, i64}, r32, func(_ context.Context, in *instance, s []uint64) {
-			s[0] = in.h.metrics.increment(u32(s[0]), int64(s[1]))
+			s[0] = uint64(in.h.metrics.increment(u32(s[0]), int64(s[1])))
 		}},
 		{"proxy_record_metric", []api.ValueType{i32, i64}, r32, func(_ context.Context, in *instance, s []uint64) {
-			s[0] = in.h.metrics.record(u32(s[0]), s[1])
+			s[0] = uint64(in.h.metrics.record(u32(s[0]), s[1]))
 		}},
 		{"proxy_get_metric", ps(2), r32, func(_ context.Context, in *instance, s []uint64) {
 			v, st := in.h.metrics.get(u32(s[0]))
-			if st != statusOK {
-				s[0] = st
+			if st != proxywasm.StatusOK {
+				s[0] = uint64(st)
 				return
 			}
 			in.writeU64("proxy_get_metric", u32(s[1]), v)
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_get_property", ps(4), r32, func(ctx context.Context, in *instance, s []uint64) {
 			path := in.read("proxy_get_property", u32(s[0]), u32(s[1]))
 			v, ok := in.property(propertyKey(path))
 			if !ok {
-				s[0] = statusNotFound
+				s[0] = uint64(proxywasm.StatusNotFound)
 				return
 			}
-			s[0] = in.copyOut(ctx, "proxy_get_property", v, u32(s[2]), u32(s[3]))
+			s[0] = uint64(in.copyOut(ctx, "proxy_get_property", v, u32(s[2]), u32(s[3])))
 		}},
 		{"proxy_set_property", ps(4), r32, func(_ context.Context, in *instance, s []uint64) {
 			path := in.read("proxy_set_property", u32(s[0]), u32(s[1]))
 			val := append([]byte(nil), in.read("proxy_set_property", u32(s[2]), u32(s[3]))...)
 			if in.x == nil {
-				s[0] = statusNotFound
+				s[0] = uint64(proxywasm.StatusNotFound)
 				return
 			}
 			if in.x.props == nil {
 				in.x.props = map[string][]byte{}
 			}
 			in.x.props[propertyKey(path)] = val
-			s[0] = statusOK
+			s[0] = uint64(proxywasm.StatusOK)
 		}},
 		{"proxy_set_effective_context", ps(1), r32, func(_ context.Context, in *instance, s []uint64) {
 			id := u32(s[0])
 			if id == rootContextID || in.x != nil && id == in.x.id {
-				s[0] = statusOK
+				s[0] = uint64(proxywasm.StatusOK)
 			} else {
-				s[0] = statusBadArgument
+				s[0] = uint64(proxywasm.StatusBadArgument)
 			}
 		}},
 		{"proxy_done", nil, r32, func(_ context.Context, _ *instance, s []uint64) {
 			// Contexts are finalised at the end of every request anyway.
-			s[0] = statusNotFound
+			s[0] = uint64(proxywasm.StatusNotFound)
 		}},
 		{"proxy_call_foreign_function", ps(6), r32, func(_ context.Context, in *instance, s []uint64) {
 			in.read("proxy_call_foreign_function", u32(s[0]), u32(s[1]))
 			in.read("proxy_call_foreign_function", u32(s[2]), u32(s[3]))
-			s[0] = statusNotFound
+			s[0] = uint64(proxywasm.StatusNotFound)
 		}},
 	}
 }
 
 // buffer returns the buffer a guest may access now.
-func (in *instance) buffer(typ uint32) (*[]byte, uint64) {
-	if typ > bufMax {
-		return nil, statusBadArgument
+func (in *instance) buffer(typ proxywasm.BufferType) (*[]byte, proxywasm.Status) {
+	if typ > proxywasm.BufferTypeMax {
+		return nil, proxywasm.StatusBadArgument
 	}
 	switch {
-	case typ == bufRequestBody && in.x != nil && in.x.bodyPhase:
-		return &in.x.body, statusOK
-	case typ == bufVMConfig && in.phase == phaseVMStart:
-		return &in.h.vmConfig, statusOK
-	case typ == bufPluginConfig && in.phase == phaseConfigure:
-		return &in.h.pluginConfig, statusOK
+	case typ == proxywasm.BufferHTTPRequestBody && in.x != nil && in.x.bodyPhase:
+		return &in.x.body, proxywasm.StatusOK
+	case typ == proxywasm.BufferVMConfiguration && in.phase == phaseVMStart:
+		return &in.h.vmConfig, proxywasm.StatusOK
+	case typ == proxywasm.BufferPluginConfiguration && in.phase == phaseConfigure:
+		return &in.h.pluginConfig, proxywasm.StatusOK
 	}
-	return nil, statusNotFound
+	return nil, proxywasm.StatusNotFound
 }
 
 // fieldMap returns the header map a guest may access now.
-func (in *instance) fieldMap(mt uint32) (*[]Field, *bool, uint64) {
-	if mt > mapMax {
-		return nil, nil, statusBadArgument
+func (in *instance) fieldMap(mt proxywasm.MapType) (*[][2]string, *bool, proxywasm.Status) {
+	if mt > proxywasm.MapTypeMax {
+		return nil, nil, proxywasm.StatusBadArgument
 	}
 	if in.x != nil {
 		switch mt {
-		case mapRequestHeader:
-			return &in.x.headers, &in.x.hdrChanged, statusOK
-		case mapRequestTrail:
-			return &in.x.trailers, &in.x.trlChanged, statusOK
+		case proxywasm.MapHTTPRequestHeaders:
+			return &in.x.headers, &in.x.hdrChanged, proxywasm.StatusOK
+		case proxywasm.MapHTTPRequestTrailers:
+			return &in.x.trailers, &in.x.trlChanged, proxywasm.StatusOK
 		}
 	}
-	return nil, nil, statusNotFound
+	return nil, nil, proxywasm.StatusNotFound
 }
 
 // splice replaces size bytes at start with data, as Envoy's buffer
@@ -490,14 +492,14 @@ func equalFold(name string, key []byte) bool {
 	return true
 }
 
-func (in *instance) guestLog(level uint32, msg string) {
+func (in *instance) guestLog(level proxywasm.LogLevel, msg string) {
 	var l slog.Level
 	switch level {
-	case 0, 1:
+	case proxywasm.LogTrace, proxywasm.LogDebug:
 		l = slog.LevelDebug
-	case 2:
+	case proxywasm.LogInfo:
 		l = slog.LevelInfo
-	case 3:
+	case proxywasm.LogWarn:
 		l = slog.LevelWarn
 	default:
 		l = slog.LevelError

@@ -24,6 +24,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 var replaceReasons = [...]string{"trap", "grown", "timeout"}
@@ -479,17 +481,17 @@ func (h *Host) release(in *instance, reason int) {
 }
 
 // guestLogLevel is the proxy_log_level_t below which guest lines are dropped.
-func (h *Host) guestLogLevel() uint32 {
+func (h *Host) guestLogLevel() proxywasm.LogLevel {
 	ctx := context.Background()
 	switch {
 	case h.log.Enabled(ctx, slog.LevelDebug):
-		return 1
+		return proxywasm.LogDebug
 	case h.log.Enabled(ctx, slog.LevelInfo):
-		return 2
+		return proxywasm.LogInfo
 	case h.log.Enabled(ctx, slog.LevelWarn):
-		return 3
+		return proxywasm.LogWarn
 	}
-	return 4
+	return proxywasm.LogError
 }
 
 // Live reports how many instances exist (idle, busy or starting).

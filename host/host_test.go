@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -386,33 +385,6 @@ func TestGoGuestImportsProvided(t *testing.T) {
 	}
 }
 
-func TestSerializedPairs(t *testing.T) {
-	fs := []Field{{"a", "1"}, {"b", "22"}}
-	b := serializeFields(fs)
-	want := []byte{2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 'a', 0, '1', 0, 'b', 0, '2', '2', 0}
-	if string(b) != string(want) || serializedSize(fs) != len(b) {
-		t.Fatalf("serialize = %v", b)
-	}
-	got, ok := parseFields(b)
-	if !ok || len(got) != 2 || got[1] != fs[1] {
-		t.Fatalf("parse = %v %v", got, ok)
-	}
-	for _, empty := range [][]byte{nil, {0}} {
-		if f, ok := parseFields(empty); !ok || len(f) != 0 {
-			t.Fatal("empty map")
-		}
-	}
-	bad := append([]byte(nil), b...)
-	binary.LittleEndian.PutUint32(bad[4:], 1000) // key longer than the data
-	if _, ok := parseFields(bad); ok {
-		t.Fatal("accepted a key past the end")
-	}
-	binary.LittleEndian.PutUint32(bad, 0xFFFFFFFF)
-	if _, ok := parseFields(bad); ok {
-		t.Fatal("accepted a huge count")
-	}
-}
-
 func TestSpliceAndPropertyKey(t *testing.T) {
 	for _, c := range []struct {
 		start, size uint64
@@ -440,17 +412,17 @@ func TestSpliceAndPropertyKey(t *testing.T) {
 var _ = http.Header{}
 
 func TestOnlyRemoved(t *testing.T) {
-	f := func(kv ...string) []Field {
-		var fs []Field
+	f := func(kv ...string) [][2]string {
+		var fs [][2]string
 		for i := 0; i < len(kv); i += 2 {
-			fs = append(fs, Field{kv[i], kv[i+1]})
+			fs = append(fs, [2]string{kv[i], kv[i+1]})
 		}
 		return fs
 	}
 	orig := f(":path", "/", "content-length", "9", "accept", "a", "x", "1", "x", "2")
 	for _, c := range []struct {
 		name    string
-		now     []Field
+		now     [][2]string
 		removed []string
 		ok      bool
 	}{
@@ -461,7 +433,7 @@ func TestOnlyRemoved(t *testing.T) {
 		{"one value of two", f(":path", "/", "content-length", "9", "accept", "a", "x", "2"), nil, false},
 		{"a pseudo-header", f("content-length", "9", "accept", "a", "x", "1", "x", "2"), nil, false},
 		{"a changed value", f(":path", "/", "content-length", "8", "accept", "a", "x", "1", "x", "2"), nil, false},
-		{"an added field", append(f(":path", "/", "accept", "a", "x", "1", "x", "2"), Field{"y", "1"}), nil, false},
+		{"an added field", append(f(":path", "/", "accept", "a", "x", "1", "x", "2"), [2]string{"y", "1"}), nil, false},
 		{"reordered", f(":path", "/", "accept", "a", "content-length", "9", "x", "1", "x", "2"), nil, false},
 	} {
 		removed, ok := onlyRemoved(orig, c.now)

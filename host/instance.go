@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -12,33 +11,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
-)
 
-// proxy_status_t
-const (
-	statusOK                  = 0
-	statusNotFound            = 1
-	statusBadArgument         = 2
-	statusSerializationFailed = 3
-	statusInvalidMemoryAccess = 6
-	statusEmpty               = 7
-	statusCasMismatch         = 8
-	statusInternalFailure     = 10
-	statusUnimplemented       = 12
-)
-
-// proxy_buffer_type_t
-const (
-	bufRequestBody   = 0
-	bufResponseBody  = 1
-	bufVMConfig      = 6
-	bufPluginConfig  = 7
-	bufMax           = 8
-	mapRequestHeader = 0
-	mapRequestTrail  = 1
-	mapResponseHead  = 2
-	mapResponseTrail = 3
-	mapMax           = 7
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // Phases of an instance, deciding which buffers the guest may touch.
@@ -83,9 +57,9 @@ type instance struct {
 type exchange struct {
 	id          uint32
 	req         *Request
-	headers     []Field
-	origHeaders []Field // headers as first shown to the guest
-	trailers    []Field
+	headers     [][2]string
+	origHeaders [][2]string // headers as first shown to the guest
+	trailers    [][2]string
 	body        []byte
 	bodyPhase   bool // the body buffer is readable
 	hdrChanged  bool
@@ -240,17 +214,17 @@ func (x *exchange) decision() *Decision {
 			d.Method, d.Path, d.Authority = "", "", ""
 			h := make(http.Header, len(x.headers))
 			for _, f := range x.headers {
-				switch f.Name {
+				switch f[0] {
 				case ":method":
-					d.Method = f.Value
+					d.Method = f[1]
 				case ":path":
-					d.Path = f.Value
+					d.Path = f[1]
 				case ":authority":
-					d.Authority = f.Value
+					d.Authority = f[1]
 				case ":scheme":
 				default:
-					if !strings.HasPrefix(f.Name, ":") {
-						h.Add(f.Name, f.Value)
+					if !strings.HasPrefix(f[0], ":") {
+						h.Add(f[0], f[1])
 					}
 				}
 			}
@@ -260,7 +234,7 @@ func (x *exchange) decision() *Decision {
 	if x.trlChanged {
 		t := make(http.Header, len(x.trailers))
 		for _, f := range x.trailers {
-			t.Add(f.Name, f.Value)
+			t.Add(f[0], f[1])
 		}
 		d.Trailer = t
 	}
@@ -269,18 +243,18 @@ func (x *exchange) decision() *Decision {
 
 // onlyRemoved reports whether now is orig with every field of some names
 // taken out (and nothing else changed), and returns those names.
-func onlyRemoved(orig, now []Field) (removed []string, ok bool) {
+func onlyRemoved(orig, now [][2]string) (removed []string, ok bool) {
 	j := 0
 	for _, f := range orig {
 		if j < len(now) && now[j] == f {
 			j++
 			continue
 		}
-		if strings.HasPrefix(f.Name, ":") {
+		if strings.HasPrefix(f[0], ":") {
 			return nil, false
 		}
-		if !slices.Contains(removed, f.Name) {
-			removed = append(removed, f.Name)
+		if !slices.Contains(removed, f[0]) {
+			removed = append(removed, f[0])
 		}
 	}
 	if j != len(now) {
@@ -288,7 +262,7 @@ func onlyRemoved(orig, now []Field) (removed []string, ok bool) {
 	}
 	// A removed name must be gone entirely, not thinned out.
 	for _, f := range now {
-		if slices.Contains(removed, f.Name) {
+		if slices.Contains(removed, f[0]) {
 			return nil, false
 		}
 	}
@@ -302,25 +276,25 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func requestFields(r *Request) []Field {
-	fs := make([]Field, 0, 4+len(r.Header))
+func requestFields(r *Request) [][2]string {
+	fs := make([][2]string, 0, 4+len(r.Header))
 	scheme := r.Scheme
 	if scheme == "" {
 		scheme = "http"
 	}
 	fs = append(fs,
-		Field{":authority", r.Authority},
-		Field{":path", r.Path},
-		Field{":method", r.Method},
-		Field{":scheme", scheme})
+		[2]string{":authority", r.Authority},
+		[2]string{":path", r.Path},
+		[2]string{":method", r.Method},
+		[2]string{":scheme", scheme})
 	return headerFields(fs, r.Header)
 }
 
-func headerFields(fs []Field, h http.Header) []Field {
+func headerFields(fs [][2]string, h http.Header) [][2]string {
 	for k, vs := range h {
 		lk := lowerName(k)
 		for _, v := range vs {
-			fs = append(fs, Field{lk, v})
+			fs = append(fs, [2]string{lk, v})
 		}
 	}
 	return fs
@@ -394,7 +368,7 @@ func (in *instance) write(fn string, ptr uint32, b []byte) {
 
 // copyOut places data in memory allocated by the guest's allocator and
 // writes its address and size to the guest's return pointers.
-func (in *instance) copyOut(ctx context.Context, fn string, data []byte, retPtr, retSize uint32) uint64 {
+func (in *instance) copyOut(ctx context.Context, fn string, data []byte, retPtr, retSize uint32) proxywasm.Status {
 	// Check the return pointers before calling into the guest.
 	if _, ok := in.mem.Read(retPtr, 4); !ok {
 		panic(&memoryFault{fn, retPtr, 4})
@@ -405,7 +379,7 @@ func (in *instance) copyOut(ctx context.Context, fn string, data []byte, retPtr,
 	var addr uint32
 	if len(data) > 0 {
 		if uint64(len(data)) > math.MaxUint32 {
-			return statusInvalidMemoryAccess
+			return proxywasm.StatusInvalidMemoryAccess
 		}
 		var s [1]uint64
 		s[0] = uint64(len(data))
@@ -414,70 +388,11 @@ func (in *instance) copyOut(ctx context.Context, fn string, data []byte, retPtr,
 		}
 		addr = uint32(s[0])
 		if addr == 0 {
-			return statusInvalidMemoryAccess
+			return proxywasm.StatusInvalidMemoryAccess
 		}
 		in.write(fn, addr, data)
 	}
 	in.writeU32(fn, retPtr, addr)
 	in.writeU32(fn, retSize, uint32(len(data)))
-	return statusOK
-}
-
-// --- header map serialization (proxy-wasm "serialized pairs") ---
-
-func serializeFields(fs []Field) []byte {
-	n := 4
-	for _, f := range fs {
-		n += 8 + len(f.Name) + len(f.Value) + 2
-	}
-	b := make([]byte, n)
-	binary.LittleEndian.PutUint32(b, uint32(len(fs)))
-	p := 4
-	for _, f := range fs {
-		binary.LittleEndian.PutUint32(b[p:], uint32(len(f.Name)))
-		binary.LittleEndian.PutUint32(b[p+4:], uint32(len(f.Value)))
-		p += 8
-	}
-	for _, f := range fs {
-		p += copy(b[p:], f.Name) + 1
-		p += copy(b[p:], f.Value) + 1
-	}
-	return b
-}
-
-func serializedSize(fs []Field) int {
-	n := 4
-	for _, f := range fs {
-		n += 8 + len(f.Name) + len(f.Value) + 2
-	}
-	return n
-}
-
-// parseFields decodes serialized pairs; ok is false when they are malformed.
-func parseFields(b []byte) ([]Field, bool) {
-	if len(b) == 0 || len(b) == 1 && b[0] == 0 {
-		return nil, true
-	}
-	if len(b) < 4 {
-		return nil, false
-	}
-	n := uint64(binary.LittleEndian.Uint32(b))
-	if 4+8*n > uint64(len(b)) {
-		return nil, false
-	}
-	fs := make([]Field, 0, n)
-	sizes := b[4 : 4+8*n]
-	data := b[4+8*n:]
-	for i := uint64(0); i < n; i++ {
-		kn := uint64(binary.LittleEndian.Uint32(sizes[8*i:]))
-		vn := uint64(binary.LittleEndian.Uint32(sizes[8*i+4:]))
-		if kn+vn+2 > uint64(len(data)) {
-			return nil, false
-		}
-		k := string(data[:kn])
-		v := string(data[kn+1 : kn+1+vn])
-		data = data[kn+vn+2:]
-		fs = append(fs, Field{k, v})
-	}
-	return fs, true
+	return proxywasm.StatusOK
 }

@@ -7,14 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/kvgate/kvgate/metricname"
+	"github.com/kvgate/kvgate/proxywasm"
 	"github.com/prometheus/client_golang/prometheus"
-)
-
-// proxy_metric_type_t
-const (
-	metricCounter   = 0
-	metricGauge     = 1
-	metricHistogram = 2
 )
 
 // envoyBuckets are Envoy's default histogram bucket bounds, so a guest
@@ -23,7 +17,7 @@ var envoyBuckets = []float64{0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5
 
 // guestMetric is one series defined by the guest, shared by all instances.
 type guestMetric struct {
-	kind   uint32
+	kind   proxywasm.MetricType
 	desc   *prometheus.Desc
 	labels []string // label values
 	value  atomic.Uint64
@@ -31,7 +25,7 @@ type guestMetric struct {
 }
 
 type family struct {
-	kind       uint32
+	kind       proxywasm.MetricType
 	labelNames []string
 }
 
@@ -45,19 +39,19 @@ type metrics struct {
 	list     atomic.Pointer[[]*guestMetric] // index = id-1, copy on write
 }
 
-func (m *metrics) define(kind uint32, name string) (uint32, uint64) {
-	if kind > metricHistogram {
-		return 0, statusBadArgument
+func (m *metrics) define(kind proxywasm.MetricType, name string) (uint32, proxywasm.Status) {
+	if kind > proxywasm.MetricHistogram {
+		return 0, proxywasm.StatusBadArgument
 	}
 	fam, labels, ok := metricname.Decode(name)
 	if !ok {
-		return 0, statusBadArgument
+		return 0, proxywasm.StatusBadArgument
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := string(rune('0'+kind)) + name
 	if id, ok := m.byName[key]; ok {
-		return id, statusOK
+		return id, proxywasm.StatusOK
 	}
 	names := make([]string, len(labels))
 	values := make([]string, len(labels))
@@ -66,7 +60,7 @@ func (m *metrics) define(kind uint32, name string) (uint32, uint64) {
 	}
 	if f, ok := m.families[fam]; ok {
 		if f.kind != kind || !slices.Equal(f.labelNames, names) {
-			return 0, statusBadArgument
+			return 0, proxywasm.StatusBadArgument
 		}
 	} else {
 		if m.families == nil {
@@ -76,7 +70,7 @@ func (m *metrics) define(kind uint32, name string) (uint32, uint64) {
 	}
 	g := &guestMetric{kind: kind, labels: values,
 		desc: prometheus.NewDesc(fam, "Defined by the wasm filter as "+fam+".", names, nil)}
-	if kind == metricHistogram {
+	if kind == proxywasm.MetricHistogram {
 		cl := prometheus.Labels{}
 		for i := range names {
 			cl[names[i]] = values[i]
@@ -91,7 +85,7 @@ func (m *metrics) define(kind uint32, name string) (uint32, uint64) {
 	m.list.Store(&nl)
 	id := uint32(len(nl))
 	m.byName[key] = id
-	return id, statusOK
+	return id, proxywasm.StatusOK
 }
 
 func (m *metrics) lookup(id uint32) *guestMetric {
@@ -102,48 +96,48 @@ func (m *metrics) lookup(id uint32) *guestMetric {
 	return (*p)[id-1]
 }
 
-func (m *metrics) increment(id uint32, delta int64) uint64 {
+func (m *metrics) increment(id uint32, delta int64) proxywasm.Status {
 	g := m.lookup(id)
 	switch {
 	case g == nil:
-		return statusNotFound
-	case g.kind == metricCounter && delta < 0, g.kind == metricHistogram:
-		return statusBadArgument
+		return proxywasm.StatusNotFound
+	case g.kind == proxywasm.MetricCounter && delta < 0, g.kind == proxywasm.MetricHistogram:
+		return proxywasm.StatusBadArgument
 	}
 	g.value.Add(uint64(delta))
-	return statusOK
+	return proxywasm.StatusOK
 }
 
-func (m *metrics) record(id uint32, v uint64) uint64 {
+func (m *metrics) record(id uint32, v uint64) proxywasm.Status {
 	g := m.lookup(id)
 	if g == nil {
-		return statusNotFound
+		return proxywasm.StatusNotFound
 	}
 	switch g.kind {
-	case metricCounter: // a counter never goes down
+	case proxywasm.MetricCounter: // a counter never goes down
 		for {
 			old := g.value.Load()
 			if v <= old || g.value.CompareAndSwap(old, v) {
 				break
 			}
 		}
-	case metricGauge:
+	case proxywasm.MetricGauge:
 		g.value.Store(v)
 	default:
 		g.hist.Observe(float64(v))
 	}
-	return statusOK
+	return proxywasm.StatusOK
 }
 
-func (m *metrics) get(id uint32) (uint64, uint64) {
+func (m *metrics) get(id uint32) (uint64, proxywasm.Status) {
 	g := m.lookup(id)
 	switch {
 	case g == nil:
-		return 0, statusNotFound
-	case g.kind == metricHistogram:
-		return 0, statusBadArgument
+		return 0, proxywasm.StatusNotFound
+	case g.kind == proxywasm.MetricHistogram:
+		return 0, proxywasm.StatusBadArgument
 	}
-	return g.value.Load(), statusOK
+	return g.value.Load(), proxywasm.StatusOK
 }
 
 func (m *metrics) collect(ch chan<- prometheus.Metric) {
@@ -153,9 +147,9 @@ func (m *metrics) collect(ch chan<- prometheus.Metric) {
 	}
 	for _, g := range *p {
 		switch g.kind {
-		case metricCounter:
+		case proxywasm.MetricCounter:
 			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.CounterValue, float64(g.value.Load()), g.labels...)
-		case metricGauge:
+		case proxywasm.MetricGauge:
 			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(int64(g.value.Load())), g.labels...)
 		default:
 			g.hist.Collect(ch)

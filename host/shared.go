@@ -1,6 +1,10 @@
 package host
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/kvgate/kvgate/proxywasm"
+)
 
 // shared is the host-wide shared data and shared queues. Queues never
 // notify (proxy_on_queue_ready is not called): guests may poll them.
@@ -17,7 +21,7 @@ type sharedValue struct {
 	cas uint32
 }
 
-func (s *shared) set(key string, v []byte, cas uint32) uint64 {
+func (s *shared) set(key string, v []byte, cas uint32) proxywasm.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.data == nil {
@@ -25,14 +29,14 @@ func (s *shared) set(key string, v []byte, cas uint32) uint64 {
 	}
 	old, ok := s.data[key]
 	if cas != 0 && ok && old.cas != cas {
-		return statusCasMismatch
+		return proxywasm.StatusCASMismatch
 	}
 	s.cas++
 	if s.cas == 0 {
 		s.cas = 1
 	}
 	s.data[key] = sharedValue{v, s.cas}
-	return statusOK
+	return proxywasm.StatusOK
 }
 
 func (s *shared) get(key string) ([]byte, uint32, bool) {
@@ -65,28 +69,28 @@ func (s *shared) resolve(vm, name string) (uint32, bool) {
 	return id, ok
 }
 
-func (s *shared) enqueue(id uint32, v []byte) uint64 {
+func (s *shared) enqueue(id uint32, v []byte) proxywasm.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, ok := s.items[id]
 	if !ok {
-		return statusNotFound
+		return proxywasm.StatusNotFound
 	}
 	s.items[id] = append(q, v)
-	return statusOK
+	return proxywasm.StatusOK
 }
 
-func (s *shared) dequeue(id uint32) ([]byte, uint64) {
+func (s *shared) dequeue(id uint32) ([]byte, proxywasm.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, ok := s.items[id]
 	if !ok {
-		return nil, statusNotFound
+		return nil, proxywasm.StatusNotFound
 	}
 	if len(q) == 0 {
-		return nil, statusEmpty
+		return nil, proxywasm.StatusEmpty
 	}
 	v := q[0]
 	s.items[id] = q[1:]
-	return v, statusOK
+	return v, proxywasm.StatusOK
 }

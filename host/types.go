@@ -54,10 +54,6 @@ const (
 	DefaultRetireBytes      = 64 << 20 // 64 MiB
 )
 
-// Field is one HTTP header field as the guest sees it: lower-case name,
-// pseudo-headers (":path") included.
-type Field struct{ Name, Value string }
-
 // Request is what the filter sees of an HTTP request.
 type Request struct {
 	Method    string // :method

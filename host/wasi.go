@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // wasi_errno_t values used here.
@@ -236,11 +238,11 @@ func (in *instance) fdWrite(fn string, fd, iovs, iovsLen, nwritten uint32) uint6
 	return errnoSuccess
 }
 
-func fdLevel(fd uint32) uint32 {
+func fdLevel(fd uint32) proxywasm.LogLevel {
 	if fd == 1 {
-		return 2 // info
+		return proxywasm.LogInfo
 	}
-	return 4 // error
+	return proxywasm.LogError
 }
 
 // flushOutput logs what is left of partial stdout/stderr lines.
