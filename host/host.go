@@ -25,6 +25,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/kvgate/kvgate/host/internal/instrument"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -48,7 +49,7 @@ type Host struct {
 	vmConfig     []byte
 	pluginConfig []byte
 	size         int
-	// interruptible: the module carries interrupt checks (interrupt.go)
+	// interruptible: the module carries interrupt checks (package instrument)
 	// and calls are bounded by a per-instance watchdog instead of wazero's
 	// context termination.
 	interruptible bool
@@ -111,7 +112,7 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		_ = h.cache.Close(ctx)
 		return nil, err
 	}
-	// Compile the module with interrupt checks (see interrupt.go); when it
+	// Compile the module with interrupt checks (package instrument); when it
 	// cannot be rewritten, or the rewrite does not compile, fall back to
 	// wazero's own (slower) termination on context expiry.
 	env, wasi := envFuncs(), wasiFuncs()
@@ -183,7 +184,7 @@ func (h *Host) compile(ctx context.Context, module []byte, env, wasi []hostFunc,
 		return fmt.Errorf("host: wasi module: %w", err)
 	}
 	if !closeOnDone {
-		b = rt.NewHostModuleBuilder(interruptModule)
+		b = rt.NewHostModuleBuilder(instrument.Module)
 		export(b, interruptFuncs())
 		if _, err := b.Instantiate(ctx); err != nil {
 			_ = rt.Close(ctx)
@@ -199,8 +200,8 @@ func (h *Host) compile(ctx context.Context, module []byte, env, wasi []hostFunc,
 	return nil
 }
 
-// instrumentModule is instrument, replaceable by tests.
-var instrumentModule = instrument
+// instrumentModule is instrument.Instrument, replaceable by tests.
+var instrumentModule = instrument.Instrument
 
 // checkModule refuses a module that imports what this host does not
 // provide, or that lacks the exports a proxy-wasm filter needs.
@@ -215,7 +216,7 @@ func checkModule(cm wazero.CompiledModule, env, wasi, interrupt []hostFunc) erro
 		have[k], results[k] = f.params, f.results
 	}
 	for _, f := range interrupt {
-		k := interruptModule + "." + f.name
+		k := instrument.Module + "." + f.name
 		have[k], results[k] = f.params, f.results
 	}
 	var missing []string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/kvgate/kvgate/host/internal/instrument"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -99,9 +100,9 @@ func (in *instance) endSession() bool {
 var errCallTimeout = errors.New("the filter ran longer than its call timeout")
 
 // interruptFuncs is the host module the instrumented guest calls every
-// interruptMask+1 loop iterations or function entries (interrupt.go).
+// instrument.Every loop iterations or function entries.
 func interruptFuncs() []hostFunc {
-	return []hostFunc{{interruptFunc, nil, nil, func(_ context.Context, in *instance, _ []uint64) {
+	return []hostFunc{{instrument.Func, nil, nil, func(_ context.Context, in *instance, _ []uint64) {
 		if in.deadline.IsZero() || time.Now().Before(in.deadline) {
 			return
 		}
