@@ -3,8 +3,7 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,27 +11,23 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/kvgate/kvgate/host/internal/abi"
+	"github.com/kvgate/kvgate/host/internal/hostcall"
 	"github.com/kvgate/kvgate/host/internal/instrument"
+	"github.com/kvgate/kvgate/host/internal/wasi"
 	"github.com/kvgate/kvgate/proxywasm"
-)
-
-// Phases of an instance, deciding which buffers the guest may touch.
-const (
-	phaseIdle = iota
-	phaseVMStart
-	phaseConfigure
-	phaseRequest
 )
 
 type instKey struct{}
 
-// instance is one module instance with the proxy-wasm state of the request
-// it is serving. It is used by one goroutine at a time.
+// instance is one module instance: its proxy-wasm and WASI state, and the
+// request it is serving. It is used by one goroutine at a time.
 type instance struct {
-	h     *Host
-	mod   api.Module
-	mem   api.Memory
-	alloc api.Function
+	h    *Host
+	mod  api.Module
+	mem  api.Memory
+	abi  abi.Instance
+	wasi wasi.System
 
 	onContextCreate, onRequestHeaders, onRequestBody, onRequestTrailers,
 	onDone, onLog, onDelete api.Function
@@ -47,32 +42,15 @@ type instance struct {
 	memAccounted int64 // linear memory counted in Host.memBytes
 
 	stack      [4]uint64
-	out        [2][]byte // partial stdout and stderr lines
 	nextID     uint32
-	phase      int
-	x          *exchange // the request being served, or nil
 	startupLog []string
 }
 
-// exchange is the per-request state the host functions act on.
-type exchange struct {
-	id          uint32
-	req         *Request
-	headers     [][2]string
-	origHeaders [][2]string // headers as first shown to the guest
-	trailers    [][2]string
-	body        []byte
-	bodyPhase   bool // the body buffer is readable
-	hdrChanged  bool
-	bodyChanged bool
-	trlChanged  bool
-	local       *LocalReply
-	continued   bool
-	closed      bool
-	props       map[string][]byte
+// instanceOf finds the instance a host function is called for.
+func instanceOf(ctx context.Context) (*instance, bool) {
+	in, _ := ctx.Value(instKey{}).(*instance)
+	return in, in != nil
 }
-
-const rootContextID = 1
 
 // begin starts one bounded session of guest calls (start-up, or one
 // request) and returns the context to make them with; end stops the clock
@@ -101,8 +79,8 @@ var errCallTimeout = errors.New("the filter ran longer than its call timeout")
 
 // interruptFuncs is the host module the instrumented guest calls every
 // instrument.Every loop iterations or function entries.
-func interruptFuncs() []hostFunc {
-	return []hostFunc{{instrument.Func, nil, nil, func(_ context.Context, in *instance, _ []uint64) {
+func interruptFuncs() []hostcall.Func[*instance] {
+	return []hostcall.Func[*instance]{{Name: instrument.Func, Fn: func(_ context.Context, in *instance, _ []uint64) {
 		if in.deadline.IsZero() || time.Now().Before(in.deadline) {
 			return
 		}
@@ -117,8 +95,8 @@ func (in *instance) call(ctx context.Context, fn api.Function, name string, args
 	s := in.stack[:]
 	copy(s, args)
 	err := fn.CallWithStack(ctx, s)
-	if len(in.out[0])+len(in.out[1]) > 0 {
-		in.flushOutput()
+	if in.wasi.Pending() {
+		in.wasi.Flush()
 	}
 	if err != nil {
 		return 0, &TrapError{Callback: name, Err: err}
@@ -129,46 +107,46 @@ func (in *instance) call(ctx context.Context, fn api.Function, name string, args
 // run takes one request through the guest's per-request callbacks.
 func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
 	in.nextID++
-	if in.nextID <= rootContextID {
-		in.nextID = rootContextID + 1
+	if in.nextID <= abi.RootContextID {
+		in.nextID = abi.RootContextID + 1
 	}
-	x := &exchange{id: in.nextID, req: r, body: r.Body}
-	x.headers = requestFields(r)
-	x.origHeaders = x.headers
+	x := &abi.Stream{ID: in.nextID, Body: r.Body, NewBody: r.NewBody, Properties: (*requestProps)(r)}
+	x.Headers = requestFields(r)
+	orig := x.Headers // as first shown to the guest
 	if len(r.Trailer) > 0 {
-		x.trailers = headerFields(nil, r.Trailer)
+		x.Trailers = headerFields(nil, r.Trailer)
 	}
-	in.x = x
-	in.phase = phaseRequest
-	defer func() { in.x = nil; in.phase = phaseIdle }()
+	in.abi.Stream = x
+	in.abi.Phase = abi.PhaseRequest
+	defer func() { in.abi.Stream = nil; in.abi.Phase = abi.PhaseIdle }()
 
-	id := uint64(x.id)
-	if _, err := in.call(ctx, in.onContextCreate, "proxy_on_context_create", id, rootContextID); err != nil {
+	id := uint64(x.ID)
+	if _, err := in.call(ctx, in.onContextCreate, "proxy_on_context_create", id, abi.RootContextID); err != nil {
 		return nil, err
 	}
 	hasBody := len(r.Body) > 0
-	hasTrailers := len(x.trailers) > 0
-	act, err := in.call(ctx, in.onRequestHeaders, "proxy_on_request_headers", id, uint64(len(x.headers)), b2u(!hasBody && !hasTrailers))
+	hasTrailers := len(x.Trailers) > 0
+	act, err := in.call(ctx, in.onRequestHeaders, "proxy_on_request_headers", id, uint64(len(x.Headers)), b2u(!hasBody && !hasTrailers))
 	if err != nil {
 		return nil, err
 	}
-	paused := uint32(act) == 1 && !x.continued
-	if x.local == nil && !x.closed && hasBody {
-		x.continued = false
-		x.bodyPhase = true
-		act, err = in.call(ctx, in.onRequestBody, "proxy_on_request_body", id, uint64(len(x.body)), b2u(!hasTrailers))
+	paused := pauses(act) && !x.Continued
+	if x.Local == nil && !x.Closed && hasBody {
+		x.Continued = false
+		x.BodyReadable = true
+		act, err = in.call(ctx, in.onRequestBody, "proxy_on_request_body", id, uint64(len(x.Body)), b2u(!hasTrailers))
 		if err != nil {
 			return nil, err
 		}
-		paused = uint32(act) == 1 && !x.continued
+		paused = pauses(act) && !x.Continued
 	}
-	if x.local == nil && !x.closed && hasTrailers {
-		x.continued = false
-		act, err = in.call(ctx, in.onRequestTrailers, "proxy_on_request_trailers", id, uint64(len(x.trailers)))
+	if x.Local == nil && !x.Closed && hasTrailers {
+		x.Continued = false
+		act, err = in.call(ctx, in.onRequestTrailers, "proxy_on_request_trailers", id, uint64(len(x.Trailers)))
 		if err != nil {
 			return nil, err
 		}
-		paused = uint32(act) == 1 && !x.continued
+		paused = pauses(act) && !x.Continued
 	}
 	if _, err := in.call(ctx, in.onDone, "proxy_on_done", id); err != nil {
 		return nil, err
@@ -180,25 +158,37 @@ func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
 		return nil, err
 	}
 	switch {
-	case x.local != nil:
-		return &Decision{Local: x.local}, nil
-	case x.closed:
+	case x.Local != nil:
+		return &Decision{Local: localReply(x.Local)}, nil
+	case x.Closed:
 		return nil, ErrStreamClosed
 	case paused:
 		return nil, ErrPaused
 	}
-	return x.decision(), nil
+	return decision(r, x, orig), nil
 }
 
-func (x *exchange) decision() *Decision {
-	r := x.req
-	d := &Decision{Method: r.Method, Path: r.Path, Authority: r.Authority, Header: r.Header, Body: r.Body, Trailer: r.Trailer}
-	if x.bodyChanged {
-		d.Body, d.BodyChanged = x.body, true
+// pauses reports whether a callback's result stops the request.
+func pauses(act uint64) bool { return proxywasm.Action(act) == proxywasm.ActionPause }
+
+func localReply(l *abi.LocalReply) *LocalReply {
+	lr := &LocalReply{Status: l.Status, Details: l.Details, Body: l.Body, Header: make(http.Header, len(l.Headers))}
+	for _, f := range l.Headers {
+		lr.Header.Add(f[0], f[1])
 	}
-	if x.hdrChanged {
+	return lr
+}
+
+// decision is the request to forward after the guest's changes to x; orig
+// is the header map as it was first shown to the guest.
+func decision(r *Request, x *abi.Stream, orig [][2]string) *Decision {
+	d := &Decision{Method: r.Method, Path: r.Path, Authority: r.Authority, Header: r.Header, Body: r.Body, Trailer: r.Trailer}
+	if x.BodyChanged {
+		d.Body, d.BodyChanged = x.Body, true
+	}
+	if x.HeadersChanged {
 		d.HeaderChanged = true
-		if removed, ok := onlyRemoved(x.origHeaders, x.headers); ok {
+		if removed, ok := onlyRemoved(orig, x.Headers); ok {
 			// The common case (the kvgate filter drops content-length):
 			// the request's own header, less some fields.
 			h := r.Header
@@ -213,8 +203,8 @@ func (x *exchange) decision() *Decision {
 			d.Header = h
 		} else {
 			d.Method, d.Path, d.Authority = "", "", ""
-			h := make(http.Header, len(x.headers))
-			for _, f := range x.headers {
+			h := make(http.Header, len(x.Headers))
+			for _, f := range x.Headers {
 				switch f[0] {
 				case ":method":
 					d.Method = f[1]
@@ -232,9 +222,9 @@ func (x *exchange) decision() *Decision {
 			d.Header = h
 		}
 	}
-	if x.trlChanged {
-		t := make(http.Header, len(x.trailers))
-		for _, f := range x.trailers {
+	if x.TrailersChanged {
+		t := make(http.Header, len(x.Trailers))
+		for _, f := range x.Trailers {
 			t.Add(f[0], f[1])
 		}
 		d.Trailer = t
@@ -325,75 +315,23 @@ func lowerName(k string) string {
 	return strings.ToLower(k)
 }
 
-// --- guest memory, every access bounds-checked ---
-
-func (in *instance) read(fn string, ptr, n uint32) []byte {
-	if n == 0 {
-		return nil
+// guestLog sends a guest's log line (proxy_log, stdout, stderr) to the
+// host's log; before the instance serves requests, it also keeps it for the
+// error New returns when the guest fails to start.
+func (in *instance) guestLog(level proxywasm.LogLevel, msg string) {
+	var l slog.Level
+	switch level {
+	case proxywasm.LogTrace, proxywasm.LogDebug:
+		l = slog.LevelDebug
+	case proxywasm.LogInfo:
+		l = slog.LevelInfo
+	case proxywasm.LogWarn:
+		l = slog.LevelWarn
+	default:
+		l = slog.LevelError
 	}
-	b, ok := in.mem.Read(ptr, n)
-	if !ok {
-		panic(&memoryFault{fn, ptr, n})
+	if in.abi.Phase != abi.PhaseRequest && len(in.startupLog) < 64 {
+		in.startupLog = append(in.startupLog, msg)
 	}
-	return b
-}
-
-// checkRange traps unless [ptr, ptr+n) lies inside guest memory.
-func (in *instance) checkRange(fn string, ptr uint32, n uint64) {
-	if uint64(ptr)+n > uint64(in.mem.Size()) {
-		panic(&memoryFault{fn, ptr, uint32(min(n, math.MaxUint32))})
-	}
-}
-
-func (in *instance) readString(fn string, ptr, n uint32) string {
-	return string(in.read(fn, ptr, n))
-}
-
-func (in *instance) writeU32(fn string, ptr, v uint32) {
-	if !in.mem.WriteUint32Le(ptr, v) {
-		panic(&memoryFault{fn, ptr, 4})
-	}
-}
-
-func (in *instance) writeU64(fn string, ptr uint32, v uint64) {
-	if !in.mem.WriteUint64Le(ptr, v) {
-		panic(&memoryFault{fn, ptr, 8})
-	}
-}
-
-func (in *instance) write(fn string, ptr uint32, b []byte) {
-	if !in.mem.Write(ptr, b) {
-		panic(&memoryFault{fn, ptr, uint32(len(b))})
-	}
-}
-
-// copyOut places data in memory allocated by the guest's allocator and
-// writes its address and size to the guest's return pointers.
-func (in *instance) copyOut(ctx context.Context, fn string, data []byte, retPtr, retSize uint32) proxywasm.Status {
-	// Check the return pointers before calling into the guest.
-	if _, ok := in.mem.Read(retPtr, 4); !ok {
-		panic(&memoryFault{fn, retPtr, 4})
-	}
-	if _, ok := in.mem.Read(retSize, 4); !ok {
-		panic(&memoryFault{fn, retSize, 4})
-	}
-	var addr uint32
-	if len(data) > 0 {
-		if uint64(len(data)) > math.MaxUint32 {
-			return proxywasm.StatusInvalidMemoryAccess
-		}
-		var s [1]uint64
-		s[0] = uint64(len(data))
-		if err := in.alloc.CallWithStack(ctx, s[:]); err != nil {
-			panic(fmt.Errorf("%s: guest allocator failed: %w", fn, err))
-		}
-		addr = uint32(s[0])
-		if addr == 0 {
-			return proxywasm.StatusInvalidMemoryAccess
-		}
-		in.write(fn, addr, data)
-	}
-	in.writeU32(fn, retPtr, addr)
-	in.writeU32(fn, retSize, uint32(len(data)))
-	return proxywasm.StatusOK
+	in.h.log.Log(context.Background(), l, msg, "source", "wasm", "plugin", in.h.opts.PluginName)
 }

@@ -134,20 +134,3 @@ func (e *TrapError) Error() string { return fmt.Sprintf("host: %s: %v", e.Callba
 
 // Unwrap returns the underlying error.
 func (e *TrapError) Unwrap() error { return e.Err }
-
-// memoryFault is the panic value of a host function that was handed a bad
-// pointer or length; wazero turns it into a trap of the calling instance.
-type memoryFault struct {
-	fn       string
-	ptr, len uint32
-}
-
-func (f *memoryFault) Error() string {
-	return fmt.Sprintf("%s: guest memory access out of bounds (ptr=%#x len=%d)", f.fn, f.ptr, f.len)
-}
-
-// hostAbort is the panic value of a host function that stops the guest on
-// purpose (proc_exit).
-type hostAbort struct{ msg string }
-
-func (a *hostAbort) Error() string { return a.msg }
