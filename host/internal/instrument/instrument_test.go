@@ -191,3 +191,36 @@ func mustInstrument(t *testing.T, mod []byte) []byte {
 	}
 	return im
 }
+
+// FuzzInstrument: Instrument never panics on any bytes, and a module that
+// wazero compiles is rewritten, when it is rewritten, into one that
+// compiles too, with one import more and its exports in place.
+func FuzzInstrument(f *testing.F) {
+	f.Add(loopModule())
+	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	f.Add([]byte("\x00asm\x01\x00\x00\x00\x0a\x03\x01\x01\xff"))
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	f.Cleanup(func() { _ = rt.Close(ctx) })
+	f.Fuzz(func(t *testing.T, mod []byte) {
+		in := append([]byte(nil), mod...)
+		im, err := Instrument(in)
+		if !bytes.Equal(in, mod) {
+			t.Fatal("Instrument changed its input")
+		}
+		if err != nil {
+			return
+		}
+		a, err := rt.CompileModule(ctx, mod)
+		if err != nil {
+			return // not a valid module: nothing to keep valid
+		}
+		defer a.Close(ctx)
+		b, err := rt.CompileModule(ctx, im)
+		if err != nil {
+			t.Fatalf("a valid module rewritten into an invalid one: %v", err)
+		}
+		defer b.Close(ctx)
+		checkRewrite(t, a, b)
+	})
+}
