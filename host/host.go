@@ -107,7 +107,7 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	h.plugin = abi.Plugin{
 		VMConfig: opts.VMConfig, PluginConfig: opts.PluginConfig,
 		Name: opts.PluginName, RootID: opts.RootID, VMID: opts.VMID,
-		Metrics: &h.metrics, Logger: h.log, LogLevel: h.guestLogLevel,
+		Metrics: &h.metrics, Logger: h.log, LogLevel: h.guestLogLevel, BodyAlloc: opts.BodyAlloc,
 	}
 	var err error
 	if opts.CacheDir != "" {
@@ -389,7 +389,7 @@ func (h *Host) Filter(ctx context.Context, r *Request) (*Decision, error) {
 		return nil, err
 	}
 	cctx, end := in.begin()
-	d, err := in.run(cctx, r)
+	d, err := in.run(cctx, ctx, r)
 	timedOut := end()
 	switch {
 	case timedOut && err != nil:

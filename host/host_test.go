@@ -14,8 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/kvgate/kvgate/wasm"
 )
 
 func filter(t *testing.T, h *Host, action, body string) (*Decision, error) {
@@ -419,31 +417,70 @@ func TestOnlyRemoved(t *testing.T) {
 	}
 }
 
-// TestHeaderOwned: when the guest only removes fields (the kvgate filter
-// drops content-length), a request with HeaderOwned gets them removed from
-// its own Header, and any other request keeps its Header untouched.
-func TestHeaderOwned(t *testing.T) {
-	h, err := New(context.Background(), wasm.Module, Options{PoolSize: 1, CacheDir: testCacheDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close(context.Background()) })
-	for _, owned := range []bool{false, true} {
-		hdr := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"2"}, "Accept": {"*/*"}}
-		d, err := h.Filter(context.Background(), &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "a",
-			Header: hdr, HeaderOwned: owned, Body: []byte("{}")})
+// With HeaderInPlace, a guest that only removes fields gets them removed
+// from the request's own Header, which is the forwarded one; without it the
+// request's Header is left as it was.
+func TestHeaderInPlace(t *testing.T) {
+	for _, inPlace := range []bool{false, true} {
+		h, _ := newTestHost(t, Options{PoolSize: 1, HeaderInPlace: inPlace})
+		r := testRequest("remove", "{}")
+		d, err := h.Filter(context.Background(), r)
 		if err != nil || d.Local != nil || !d.HeaderChanged {
-			t.Fatalf("owned=%v: %v %+v", owned, err, d)
+			t.Fatalf("in place=%v: %v %+v", inPlace, err, d)
 		}
-		if d.Header.Get("Content-Length") != "" || d.Header.Get("Accept") != "*/*" || d.Header.Get("Content-Type") != "application/json" {
-			t.Fatalf("owned=%v: forwarded header %v", owned, d.Header)
+		if d.Header.Get("X-Remove") != "" || d.Header.Get("X-Test-Action") != "remove" || d.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("in place=%v: forwarded header %v", inPlace, d.Header)
 		}
-		if got := hdr.Get("Content-Length"); owned != (got == "") {
-			t.Fatalf("owned=%v: the request's own header now has Content-Length %q", owned, got)
+		if got := r.Header.Get("X-Remove"); inPlace != (got == "") {
+			t.Fatalf("in place=%v: the request's own header now has X-Remove %q", inPlace, got)
 		}
 		d.Header.Set("X-Probe", "1")
-		if owned != (hdr.Get("X-Probe") == "1") {
-			t.Fatalf("owned=%v: Decision.Header is the request's header: %v", owned, !owned)
+		if inPlace != (r.Header.Get("X-Probe") == "1") {
+			t.Fatalf("in place=%v: Decision.Header is the request's header: %v", inPlace, !inPlace)
 		}
+	}
+}
+
+// BodyAlloc supplies the memory of the bodies the guest writes, and sees
+// the context Filter was called with; a short slice makes the host allocate.
+func TestBodyAlloc(t *testing.T) {
+	type key struct{}
+	var got [][]byte
+	h, _ := newTestHost(t, Options{PoolSize: 1, BodyAlloc: func(ctx context.Context, n int) []byte {
+		if ctx.Value(key{}) == "short" {
+			return nil
+		}
+		b := make([]byte, n, n+8)
+		got = append(got, b)
+		return b
+	}})
+	ctx := context.WithValue(context.Background(), key{}, "mine")
+	d, err := h.Filter(ctx, testRequest("bigbody", "ab"))
+	if err != nil || string(d.Body) != "abab" || len(got) != 1 || &d.Body[0] != &got[0][0] {
+		t.Fatalf("%v: body %q in the caller's memory: %v", err, d.Body, len(got) == 1 && &d.Body[0] == &got[0][0])
+	}
+	d, err = h.Filter(context.WithValue(ctx, key{}, "short"), testRequest("upper", "ab"))
+	if err != nil || string(d.Body) != "AB" || len(got) != 1 {
+		t.Fatalf("%v: body %q, %d allocations", err, d.Body, len(got))
+	}
+	if d, err = h.Filter(ctx, testRequest("", "ab")); err != nil || d.BodyChanged || len(got) != 1 {
+		t.Fatalf("an unchanged body was allocated: %v %+v", err, d)
+	}
+}
+
+func TestNameCache(t *testing.T) {
+	var c nameCache
+	long := strings.Repeat("X", maxCachedName+1)
+	for i := 0; i < 2*maxCachedNames; i++ {
+		k := fmt.Sprintf("X-Name-%d", i)
+		if got := c.lower(k); got != strings.ToLower(k) {
+			t.Fatalf("lower(%q) = %q", k, got)
+		}
+	}
+	if c.lower(long) != strings.ToLower(long) || c.lower("Content-Type") != "content-type" {
+		t.Fatal("lower")
+	}
+	if _, ok := c[long]; ok || len(c) != maxCachedNames {
+		t.Fatalf("%d names cached (long one: %v), want %d", len(c), ok, maxCachedNames)
 	}
 }

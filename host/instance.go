@@ -44,6 +44,7 @@ type instance struct {
 	stack      [4]uint64
 	nextID     uint32
 	startupLog []string
+	names      nameCache
 }
 
 // instanceOf finds the instance a host function is called for.
@@ -104,17 +105,18 @@ func (in *instance) call(ctx context.Context, fn api.Function, name string, args
 	return s[0], nil
 }
 
-// run takes one request through the guest's per-request callbacks.
-func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
+// run takes one request through the guest's per-request callbacks, made
+// with ctx; caller is the context the request is filtered with.
+func (in *instance) run(ctx, caller context.Context, r *Request) (*Decision, error) {
 	in.nextID++
 	if in.nextID <= abi.RootContextID {
 		in.nextID = abi.RootContextID + 1
 	}
-	x := &abi.Stream{ID: in.nextID, Body: r.Body, NewBody: r.NewBody, Properties: (*requestProps)(r)}
-	x.Headers = requestFields(r)
+	x := &abi.Stream{ID: in.nextID, Body: r.Body, Context: caller, Properties: (*requestProps)(r)}
+	x.Headers = in.names.requestFields(r)
 	orig := x.Headers // as first shown to the guest
 	if len(r.Trailer) > 0 {
-		x.Trailers = headerFields(nil, r.Trailer)
+		x.Trailers = in.names.headerFields(nil, r.Trailer)
 	}
 	in.abi.Stream = x
 	in.abi.Phase = abi.PhaseRequest
@@ -165,7 +167,7 @@ func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
 	case paused:
 		return nil, ErrPaused
 	}
-	return decision(r, x, orig), nil
+	return in.decision(r, x, orig), nil
 }
 
 // pauses reports whether a callback's result stops the request.
@@ -181,7 +183,7 @@ func localReply(l *abi.LocalReply) *LocalReply {
 
 // decision is the request to forward after the guest's changes to x; orig
 // is the header map as it was first shown to the guest.
-func decision(r *Request, x *abi.Stream, orig [][2]string) *Decision {
+func (in *instance) decision(r *Request, x *abi.Stream, orig [][2]string) *Decision {
 	d := &Decision{Method: r.Method, Path: r.Path, Authority: r.Authority, Header: r.Header, Body: r.Body, Trailer: r.Trailer}
 	if x.BodyChanged {
 		d.Body, d.BodyChanged = x.Body, true
@@ -189,14 +191,14 @@ func decision(r *Request, x *abi.Stream, orig [][2]string) *Decision {
 	if x.HeadersChanged {
 		d.HeaderChanged = true
 		if removed, ok := onlyRemoved(orig, x.Headers); ok {
-			// The common case (the kvgate filter drops content-length):
+			// A common case (a filter that drops a framing or hop header):
 			// the request's own header, less some fields.
 			h := r.Header
-			if !r.HeaderOwned {
+			if !in.h.opts.HeaderInPlace {
 				h = h.Clone()
 			}
 			for k := range h {
-				if slices.Contains(removed, lowerName(k)) {
+				if slices.Contains(removed, in.names.lower(k)) {
 					delete(h, k)
 				}
 			}
@@ -267,7 +269,9 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func requestFields(r *Request) [][2]string {
+// requestFields is the request's header map as the guest sees it:
+// pseudo-headers first, then every field, names in lower case.
+func (c *nameCache) requestFields(r *Request) [][2]string {
 	fs := make([][2]string, 0, 4+len(r.Header))
 	scheme := r.Scheme
 	if scheme == "" {
@@ -278,12 +282,12 @@ func requestFields(r *Request) [][2]string {
 		[2]string{":path", r.Path},
 		[2]string{":method", r.Method},
 		[2]string{":scheme", scheme})
-	return headerFields(fs, r.Header)
+	return c.headerFields(fs, r.Header)
 }
 
-func headerFields(fs [][2]string, h http.Header) [][2]string {
+func (c *nameCache) headerFields(fs [][2]string, h http.Header) [][2]string {
 	for k, vs := range h {
-		lk := lowerName(k)
+		lk := c.lower(k)
 		for _, v := range vs {
 			fs = append(fs, [2]string{lk, v})
 		}
@@ -291,28 +295,31 @@ func headerFields(fs [][2]string, h http.Header) [][2]string {
 	return fs
 }
 
-// lowerNames maps common canonical header names to their lower-case form,
-// which the guest sees, so that most requests need no new strings for it.
-var lowerNames = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
-		"Connection", "Content-Encoding", "Content-Length", "Content-Type", "Cookie", "Host", "Openai-Organization",
-		"Openai-Project", "Origin", "Referer", "Traceparent", "Tracestate", "Transfer-Encoding", "User-Agent",
-		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Request-Id", "X-Stainless-Arch",
-		"X-Stainless-Async", "X-Stainless-Lang", "X-Stainless-Os", "X-Stainless-Package-Version",
-		"X-Stainless-Retry-Count", "X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Read-Timeout"} {
-		m[k] = strings.ToLower(k)
-	}
-	return m
-}()
+// nameCache maps the header names an instance has seen to their lower-case
+// form, which the guest sees, so that requests with the usual names need no
+// new strings for them. It keeps at most maxCachedNames names of at most
+// maxCachedName bytes: a client sending ever new names only makes the rest
+// be lowered each time.
+type nameCache map[string]string
 
-// lowerName returns a header name in lower case, from lowerNames when it
-// is there.
-func lowerName(k string) string {
-	if lk, ok := lowerNames[k]; ok {
+const (
+	maxCachedNames = 256
+	maxCachedName  = 64
+)
+
+// lower returns k in lower case.
+func (c *nameCache) lower(k string) string {
+	if lk, ok := (*c)[k]; ok {
 		return lk
 	}
-	return strings.ToLower(k)
+	lk := strings.ToLower(k)
+	if len(k) <= maxCachedName && len(*c) < maxCachedNames {
+		if *c == nil {
+			*c = nameCache{}
+		}
+		(*c)[k] = lk
+	}
+	return lk
 }
 
 // guestLog sends a guest's log line (proxy_log, stdout, stderr) to the

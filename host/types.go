@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,22 @@ type Options struct {
 	// Registerer, when set, gets the Host registered as a Prometheus
 	// collector (guest metrics and pool gauges).
 	Registerer prometheus.Registerer
+
+	// HeaderInPlace hands each Request's Header over to Filter: when the
+	// guest only removed fields, they are deleted from Request.Header
+	// itself and Decision.Header is that same map, instead of a copy. Set
+	// it when the caller forwards the request and has no other use for the
+	// original header; it saves a copy of the header per request.
+	HeaderInPlace bool
+	// BodyAlloc, when set, supplies the memory of each body a guest writes
+	// (proxy_set_buffer_bytes): a slice of length n that the caller owns,
+	// for example from a pool. It is called with the context given to
+	// Filter, which can carry what the caller needs to account for the
+	// slice, possibly more than once per request (a guest may replace the
+	// body several times); only the slice in Decision.Body is used in the
+	// end. When it is nil, or returns less than n bytes of capacity, the
+	// host allocates.
+	BodyAlloc func(ctx context.Context, n int) []byte
 }
 
 // Defaults for Options.
@@ -70,17 +87,6 @@ type Request struct {
 	// RemoteAddr and LocalAddr are "ip:port" of the downstream connection;
 	// they answer source.* and destination.* properties.
 	RemoteAddr, LocalAddr string
-	// NewBody, when set, supplies the memory of a body the guest changes: a
-	// slice of length n that the caller owns, for example from a pool. The
-	// host may call it more than once per request (the guest may replace the
-	// body several times); only the slice in Decision.Body is used in the
-	// end. When nil, the host allocates.
-	NewBody func(n int) []byte
-	// HeaderOwned lets the host edit Header in place when the guest only
-	// removed fields (Decision.Header is then Header itself) instead of
-	// returning a copy: a caller that forwards the request and has no more
-	// use for the original header (the sidecar) saves a copy per request.
-	HeaderOwned bool
 }
 
 // LocalReply is a response the guest sent itself (proxy_send_local_response).

@@ -48,6 +48,9 @@ type Plugin struct {
 	// LogLevel answers proxy_get_log_level: the level below which guest
 	// log lines are dropped.
 	LogLevel func() proxywasm.LogLevel
+	// BodyAlloc, when set, supplies the memory of a body the guest writes:
+	// a slice of length n, called with the Stream's Context.
+	BodyAlloc func(ctx context.Context, n int) []byte
 
 	tickWarn sync.Once
 }
@@ -99,8 +102,9 @@ type Stream struct {
 	// Properties answers the request's properties (request.*, source.*,
 	// destination.*); nil answers none.
 	Properties Properties
-	// NewBody, when set, supplies the memory of a body the guest writes.
-	NewBody func(n int) []byte
+	// Context is the context the request is filtered with, for
+	// Plugin.BodyAlloc.
+	Context context.Context
 
 	props map[string][]byte // set by the guest
 }

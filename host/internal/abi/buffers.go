@@ -46,7 +46,11 @@ func bufferFuncs() []hostFunc {
 			if typ != proxywasm.BufferHTTPRequestBody {
 				return proxywasm.StatusBadArgument // configuration buffers are read-only
 			}
-			*b = splice(*b, uint64(uint32(s[1])), uint64(uint32(s[2])), data, in.Stream.NewBody)
+			var alloc func(int) []byte
+			if ba := in.Plugin.BodyAlloc; ba != nil {
+				alloc = func(n int) []byte { return ba(in.Stream.Context, n) }
+			}
+			*b = splice(*b, uint64(uint32(s[1])), uint64(uint32(s[2])), data, alloc)
 			in.Stream.BodyChanged = true
 			return proxywasm.StatusOK
 		}),

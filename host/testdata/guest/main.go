@@ -209,6 +209,9 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) proxywasm.Action {
 		var p, sz uint32
 		proxyGetHeaderMapPairs(proxywasm.MapHTTPRequestHeaders, unsafe.Pointer(&p), unsafe.Pointer(&sz))
 		setHeader("x-pairs-size", itoa(int(sz)))
+	case "remove":
+		kp, kn := sptr("x-remove")
+		proxyRemoveHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn)
 	case "config":
 		setHeader("x-config", configured)
 	case "print":
