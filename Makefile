@@ -62,15 +62,15 @@ lint:
 	$(GO) vet ./...
 
 # The rulebook and the guest build, vet and pass their tests on the wasm
-# target too: kvhints has assembly there (plain_wasm.s). The tests run under
-# the wazero CLI, built from the module's own wazero, through Go's
-# go_wasip1_wasm_exec wrapper.
+# target too: kvhints has assembly there (plainwords_wasm.s, quickscan_wasm.s).
+# The tests run under the wazero CLI, built from the module's own wazero,
+# through Go's go_wasip1_wasm_exec wrapper.
 WASI_BIN := $(abspath bin/wasi)
 wasip1:
 	GOBIN=$(WASI_BIN) $(GO) install github.com/tetratelabs/wazero/cmd/wazero
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./kvhints/... ./filter/... ./metricname/... ./proxywasm/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./kvhints/... ./filter/... ./metricname/... ./internal/httperr/... ./proxywasm/...
 	PATH="$(WASI_BIN):$$($(GO) env GOROOT)/lib/wasm:$$PATH" GOWASIRUNTIME=wazero GOOS=wasip1 GOARCH=wasm \
-		$(GO) test -count=1 ./kvhints/... ./filter/... ./metricname/... ./proxywasm/...
+		$(GO) test -count=1 ./kvhints/... ./filter/... ./metricname/... ./internal/httperr/... ./proxywasm/...
 
 unit:
 	$(GO) test -count=1 ./...

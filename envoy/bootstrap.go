@@ -1,12 +1,14 @@
-// Package envoy holds kvgate's Envoy bootstrap (envoy.yaml) and Istio
-// manifests (istio/), and the Go helpers the tests use to render the
-// committed bootstrap with their own ports, module path and upstream, and
-// to run a real Envoy.
+// Package envoy holds kvgate's Envoy bootstraps (envoy.yaml, and
+// envoy-mtls.yaml for trusted senders) and Istio manifests (istio/), and
+// the Go helpers the tests use to render a committed bootstrap with their
+// own ports, certificates, module path and upstream, and to run a real
+// Envoy.
 //
-// The committed envoy.yaml is the template: Render keeps everything in it
-// (stats tags, buffer limits, the filter's failure policy) and changes only
-// addresses, the module path and the plugin configuration, so what the
-// tests run is what operators deploy.
+// A committed bootstrap is the template: Render keeps everything in it
+// (stats tags, buffer limits, the filter's failure policy, the connection
+// manager's address handling, TLS settings) and changes only addresses,
+// certificate files, the module path and the plugin configuration, so what
+// the tests run is what operators deploy.
 package envoy
 
 import (
@@ -23,6 +25,12 @@ import (
 //
 //go:embed envoy.yaml
 var Bootstrap []byte
+
+// MTLSBootstrap is envoy-mtls.yaml: envoy.yaml's listener behind TLS that
+// verifies client certificates, with trusted_senders.
+//
+//go:embed envoy-mtls.yaml
+var MTLSBootstrap []byte
 
 // WasmFilterName is the HTTP filter that runs the module.
 const WasmFilterName = "envoy.filters.http.wasm"
@@ -47,8 +55,23 @@ type Listener struct {
 	NoFilter bool
 }
 
-// Options say what Render changes in the committed bootstrap.
+// TLSFiles are the PEM files of a TLS listener.
+type TLSFiles struct {
+	// Cert and Key are the server's certificate chain and private key.
+	Cert, Key string
+	// ClientCA holds the CA certificates that client certificates must
+	// chain to.
+	ClientCA string
+}
+
+// Options say what Render changes in a committed bootstrap.
 type Options struct {
+	// Template is the committed bootstrap to render: Bootstrap when nil,
+	// or MTLSBootstrap.
+	Template []byte
+	// TLS replaces the certificate files of a template with a TLS
+	// listener; it is required for one and refused for the other.
+	TLS *TLSFiles
 	// AdminPort is the admin listener's port on 127.0.0.1.
 	AdminPort int
 	// Upstream is the worker's host:port (an IP address).
@@ -78,7 +101,11 @@ func Parse(b []byte) (Doc, error) {
 // Render returns the committed bootstrap changed as opts say, as JSON
 // (which Envoy reads from a file named *.json or *.yaml).
 func Render(opts Options) ([]byte, error) {
-	d, err := Parse(Bootstrap)
+	tmplDoc := opts.Template
+	if tmplDoc == nil {
+		tmplDoc = Bootstrap
+	}
+	d, err := Parse(tmplDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +134,9 @@ func Render(opts Options) ([]byte, error) {
 		c := deepCopy(tmpl).(Doc)
 		c["name"] = l.Name
 		c["address"] = Doc{"socket_address": addr("127.0.0.1", l.Port)}
+		if err := setTLS(c, opts.TLS); err != nil {
+			return nil, err
+		}
 		tc, err := dig(c, "filter_chains", 0, "filters", 0, "typed_config")
 		if err != nil {
 			return nil, err
@@ -143,6 +173,27 @@ func Render(opts Options) ([]byte, error) {
 	}
 	d["static_resources"].(Doc)["listeners"] = ls
 	return json.MarshalIndent(d, "", "  ")
+}
+
+// setTLS points a listener's TLS transport socket at files.
+func setTLS(l Doc, files *TLSFiles) error {
+	ts, err := dig(l, "filter_chains", 0, "transport_socket")
+	if err != nil {
+		if files != nil {
+			return errors.New("envoy: TLS files given for a bootstrap without a TLS listener")
+		}
+		return nil
+	}
+	if files == nil {
+		return errors.New("envoy: the bootstrap's listener is TLS: Options.TLS is required")
+	}
+	ctx, err := dig(ts, "typed_config", "common_tls_context")
+	if err != nil {
+		return err
+	}
+	c := ctx.(Doc)
+	c["tls_certificates"] = []any{Doc{"certificate_chain": Doc{"filename": files.Cert}, "private_key": Doc{"filename": files.Key}}}
+	return set(c, []string{"validation_context", "trusted_ca"}, Doc{"filename": files.ClientCA})
 }
 
 // WasmConfig returns the wasm filter's config (PluginConfig in Envoy's

@@ -1,7 +1,9 @@
 package envoy
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,8 +11,31 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/metricname"
+	"github.com/kvgate/kvgate/tests/pki"
 )
+
+// testTLSFiles writes a CA and a server certificate for 127.0.0.1 to dir.
+func testTLSFiles(t *testing.T, dir string) *TLSFiles {
+	t.Helper()
+	ca, err := pki.NewCA("kvgate test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ca.Server("127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f TLSFiles
+	if f.Cert, f.Key, err = srv.Write(dir, "server"); err != nil {
+		t.Fatal(err)
+	}
+	if f.ClientCA, err = ca.Write(dir, "client-ca"); err != nil {
+		t.Fatal(err)
+	}
+	return &f
+}
 
 // wantStatsTags are the stats_tags every Envoy configuration of kvgate
 // carries: the metricname rule, in one place.
@@ -94,6 +119,7 @@ func TestCommittedBootstrap(t *testing.T) {
 	if cfg.TrustKVHints {
 		t.Error("the committed bootstrap must not trust hints")
 	}
+	checkHCM(t, "envoy.yaml", d)
 	limit, err := Dig(d, "static_resources", "listeners", 0, "per_connection_buffer_limit_bytes")
 	if err != nil || limit != float64(cfg.MaxBodyBytes+BufferHeadroom) {
 		t.Errorf("listener per_connection_buffer_limit_bytes = %v (%v), want max_body_bytes %d + %d", limit, err, cfg.MaxBodyBytes, BufferHeadroom)
@@ -144,11 +170,139 @@ func TestCommittedBootstrap(t *testing.T) {
 	}
 }
 
+// checkHCM checks that every HTTP connection manager of a bootstrap takes
+// source.address from the connection's peer (never from X-Forwarded-For)
+// and drops a client's x-forwarded-client-cert.
+func checkHCM(t *testing.T, where string, d Doc) {
+	t.Helper()
+	ls, err := Dig(d, "static_resources", "listeners")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for li, l := range ls.([]any) {
+		for ci, fc := range l.(Doc)["filter_chains"].([]any) {
+			for _, f := range fc.(Doc)["filters"].([]any) {
+				if f.(Doc)["name"] != "envoy.filters.network.http_connection_manager" {
+					continue
+				}
+				n++
+				tc := f.(Doc)["typed_config"].(Doc)
+				at := fmt.Sprintf("%s listener %d chain %d", where, li, ci)
+				if tc["use_remote_address"] != true {
+					t.Errorf("%s: use_remote_address = %v, want true", at, tc["use_remote_address"])
+				}
+				if v, ok := tc["xff_num_trusted_hops"]; !ok || v != float64(0) {
+					t.Errorf("%s: xff_num_trusted_hops = %v, want an explicit 0", at, v)
+				}
+				if tc["forward_client_cert_details"] != "SANITIZE" {
+					t.Errorf("%s: forward_client_cert_details = %v, want SANITIZE", at, tc["forward_client_cert_details"])
+				}
+				for _, k := range []string{"original_ip_detection_extensions", "skip_xff_append", "set_current_client_cert_details", "internal_address_config"} {
+					if _, ok := tc[k]; ok {
+						t.Errorf("%s: %s is set: source.address must be the peer", at, k)
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no HTTP connection manager", where)
+	}
+}
+
+// envoy-mtls.yaml is envoy.yaml behind TLS that verifies client
+// certificates when presented, with a trusted_senders configuration:
+// nothing else differs, and Render needs the certificate files for it.
+func TestMTLSBootstrap(t *testing.T) {
+	plain := committed(t)
+	m, err := Parse(MTLSBootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHCM(t, "envoy-mtls.yaml", m)
+	wc, err := WasmConfig(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := checkWasmConfig(t, "envoy-mtls.yaml", wc)
+	if cfg.TrustKVHints || cfg.TrustedSenders.Len() == 0 {
+		t.Errorf("envoy-mtls.yaml: trust_kv_hints %v with %d trusted_senders, want trusted_senders only", cfg.TrustKVHints, cfg.TrustedSenders.Len())
+	}
+	for _, r := range cfg.TrustedSenders.Rules() {
+		if !strings.HasPrefix(r.Principal, "spiffe://") {
+			t.Errorf("envoy-mtls.yaml: example rule %+v, want a SPIFFE principal", r)
+		}
+	}
+	ts, err := Dig(m, "static_resources", "listeners", 0, "filter_chains", 0, "transport_socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := ts.(Doc)["typed_config"].(Doc)
+	if tc["@type"] != "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext" {
+		t.Errorf("transport socket %v", tc["@type"])
+	}
+	if tc["require_client_certificate"] != false {
+		t.Errorf("require_client_certificate = %v, want false: clients without a certificate are served untrusted", tc["require_client_certificate"])
+	}
+	vc, err := Dig(tc, "common_tls_context", "validation_context")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dig(vc, "trusted_ca", "filename"); err != nil {
+		t.Errorf("validation_context: %v", err)
+	}
+	if v, ok := vc.(Doc)["trust_chain_verification"]; ok && v != "VERIFY_TRUST_CHAIN" {
+		t.Errorf("trust_chain_verification = %v: connection.mtls would be true for unverified certificates", v)
+	}
+	// Everything else is envoy.yaml.
+	if err := set(wc, []string{"configuration", "value"}, mustConfigValue(t, plain)); err != nil {
+		t.Fatal(err)
+	}
+	l := m["static_resources"].(Doc)["listeners"].([]any)[0].(Doc)
+	delete(l["filter_chains"].([]any)[0].(Doc), "transport_socket")
+	l["address"] = plain["static_resources"].(Doc)["listeners"].([]any)[0].(Doc)["address"]
+	if !reflect.DeepEqual(m, plain) {
+		a, _ := json.MarshalIndent(m, "", " ")
+		b, _ := json.MarshalIndent(plain, "", " ")
+		t.Errorf("envoy-mtls.yaml differs from envoy.yaml beyond TLS, address and plugin configuration:\n%s\nvs\n%s", a, b)
+	}
+	// Render needs the certificate files, and only for a TLS listener.
+	opts := Options{Template: MTLSBootstrap, AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.wasm",
+		Listeners: []Listener{{Name: "a", Port: 3}}}
+	if _, err := Render(opts); err == nil {
+		t.Error("rendered the mTLS bootstrap without TLS files")
+	}
+	opts.TLS = &TLSFiles{Cert: "/c.crt", Key: "/c.key", ClientCA: "/ca.crt"}
+	out, err := Render(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := Parse(out)
+	for path, want := range map[string][]any{
+		"/c.crt":  {"common_tls_context", "tls_certificates", 0, "certificate_chain", "filename"},
+		"/c.key":  {"common_tls_context", "tls_certificates", 0, "private_key", "filename"},
+		"/ca.crt": {"common_tls_context", "validation_context", "trusted_ca", "filename"},
+	} {
+		got, err := Dig(r, append([]any{"static_resources", "listeners", 0, "filter_chains", 0, "transport_socket", "typed_config"}, want...)...)
+		if err != nil || got != path {
+			t.Errorf("rendered %v = %v (%v), want %s", want, got, err, path)
+		}
+	}
+	if got, _ := Dig(r, "static_resources", "listeners", 0, "filter_chains", 0, "transport_socket", "typed_config", "require_client_certificate"); got != false {
+		t.Errorf("Render changed require_client_certificate: %v", got)
+	}
+	opts.Template = nil
+	if _, err := Render(opts); err == nil {
+		t.Error("rendered TLS files into the plain bootstrap")
+	}
+}
+
 // Every configuration in envoy/ and each one the tests and the Istio
 // manifests build passes `envoy --mode validate`, which loads the module on
 // V8 and runs its configuration callbacks.
 func TestValidate(t *testing.T) {
-	bin := Binary(t)
+	bin := envoytest.Binary(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -167,9 +321,19 @@ func TestValidate(t *testing.T) {
 		extra        []string
 	}
 	var jobs []job
+	tlsFiles := testTLSFiles(t, dir)
 	files, _ := filepath.Glob("*.yaml")
 	for _, f := range files {
 		abs, _ := filepath.Abs(f)
+		if f == "envoy-mtls.yaml" {
+			// The committed file as it is, with the test's certificates
+			// in place of the operator's.
+			b, _ := os.ReadFile(f)
+			b = bytes.ReplaceAll(b, []byte("/etc/kvgate/tls/server.crt"), []byte(tlsFiles.Cert))
+			b = bytes.ReplaceAll(b, []byte("/etc/kvgate/tls/server.key"), []byte(tlsFiles.Key))
+			b = bytes.ReplaceAll(b, []byte("/etc/kvgate/tls/client-ca.crt"), []byte(tlsFiles.ClientCA))
+			abs = write("envoy-mtls.yaml", b)
+		}
 		jobs = append(jobs, job{name: f, config: abs})
 	}
 	rendered, err := Render(Options{AdminPort: 19901, Upstream: "127.0.0.1:18000", ModulePath: module,
@@ -182,6 +346,12 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs = append(jobs, job{name: "rendered", config: write("rendered.json", rendered)})
+	renderedMTLS, err := Render(Options{Template: MTLSBootstrap, TLS: tlsFiles, AdminPort: 19903, Upstream: "127.0.0.1:18000", ModulePath: module,
+		Listeners: []Listener{{Name: "senders", Port: 18005}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs = append(jobs, job{name: "rendered-mtls", config: write("rendered-mtls.json", renderedMTLS)})
 
 	// Istio: the bootstrap fragment of stats.yaml merged into a bootstrap
 	// without stats tags, as Istio merges it into its own.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	extensions "istio.io/api/extensions/v1alpha1"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvgate/kvgate/filter"
@@ -116,9 +118,45 @@ func checkTop(t *testing.T, o object, apiVersion string) {
 	}
 }
 
-// Both Istio manifests parse into the istio.io/api types with unknown fields
-// rejected, and say what envoy.yaml says: the same plugin configuration,
-// fail closed, the 4 MiB buffer limit, the committed module's digest.
+// routerPrincipal is the form of a workload identity in Istio.
+var routerPrincipal = regexp.MustCompile(`^spiffe://[a-z0-9.-]+/ns/[a-z0-9-]+/sa/[a-z0-9-]+$`)
+
+// sameAsEnvoyYAML compares an Istio plugin configuration with envoy.yaml's:
+// equal but for trusted_senders, which must trust exactly one workload by
+// its SPIFFE principal.
+func sameAsEnvoyYAML(t *testing.T, where string, got, want filter.Config) {
+	t.Helper()
+	rules := got.TrustedSenders.Rules()
+	if len(rules) != 1 || !routerPrincipal.MatchString(rules[0].Principal) || rules[0].DNSName != "" || rules[0].SourceCIDR.IsValid() {
+		t.Errorf("%s: trusted_senders %+v, want one rule with the router's SPIFFE principal", where, rules)
+	}
+	got.TrustedSenders = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: configuration %+v, envoy.yaml has %+v", where, got, want)
+	}
+}
+
+// checkHCMPatch checks an EnvoyFilter patch of the inbound connection
+// manager: source.address from the peer, no client XFCC (as checkHCM).
+func checkHCMPatch(t *testing.T, where string, p *networking.EnvoyFilter_EnvoyConfigObjectPatch) {
+	t.Helper()
+	if p.GetPatch().GetOperation() != networking.EnvoyFilter_Patch_MERGE ||
+		p.GetMatch().GetListener().GetFilterChain().GetFilter().GetName() != "envoy.filters.network.http_connection_manager" {
+		t.Errorf("%s: NETWORK_FILTER patch must MERGE into the http_connection_manager", where)
+	}
+	tc, err := Dig(p.GetPatch().GetValue().AsMap(), "typed_config")
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	checkHCM(t, where, Doc{"static_resources": Doc{"listeners": []any{Doc{"filter_chains": []any{Doc{"filters": []any{
+		Doc{"name": "envoy.filters.network.http_connection_manager", "typed_config": tc}}}}}}}})
+}
+
+// The Istio manifests parse into the istio.io/api types with unknown fields
+// rejected, and say what envoy.yaml says: the same plugin configuration
+// (but for the router as the one trusted sender), fail closed, the 4 MiB
+// buffer limit, source.address from the peer, the committed module's
+// digest, and mutual TLS required.
 func TestIstioManifests(t *testing.T) {
 	want, err := filter.ParseConfig([]byte(mustConfigValue(t, committed(t))))
 	if err != nil {
@@ -159,8 +197,8 @@ func TestIstioManifests(t *testing.T) {
 			got, err := filter.ParseConfig(j)
 			if err != nil {
 				t.Errorf("%s: pluginConfig %s: %v", where, j, err)
-			} else if !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: pluginConfig %+v, envoy.yaml has %+v", where, got, want)
+			} else {
+				sameAsEnvoyYAML(t, where+" pluginConfig", got, want)
 			}
 		case "EnvoyFilter":
 			checkTop(t, o, "networking.istio.io/v1alpha3")
@@ -169,7 +207,7 @@ func TestIstioManifests(t *testing.T) {
 			if len(ef.GetWorkloadSelector().GetLabels()) == 0 {
 				t.Errorf("%s: no workloadSelector: it would apply to every proxy", where)
 			}
-			sawLimit, sawFilter := false, false
+			sawLimit, sawFilter, sawHCM := false, false, false
 			for _, p := range ef.GetConfigPatches() {
 				if p.GetMatch().GetContext() != networking.EnvoyFilter_SIDECAR_INBOUND {
 					t.Errorf("%s: patch %v context %v, want SIDECAR_INBOUND", where, p.GetApplyTo(), p.GetMatch().GetContext())
@@ -185,9 +223,10 @@ func TestIstioManifests(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", where, err)
 					}
-					if got := checkWasmConfig(t, where, c.(Doc)); !reflect.DeepEqual(got, want) {
-						t.Errorf("%s: configuration %+v, envoy.yaml has %+v", where, got, want)
-					}
+					sameAsEnvoyYAML(t, where, checkWasmConfig(t, where, c.(Doc)), want)
+				case networking.EnvoyFilter_NETWORK_FILTER:
+					sawHCM = true
+					checkHCMPatch(t, where, p)
 				default:
 					t.Errorf("%s: unexpected patch %v", where, p.GetApplyTo())
 				}
@@ -197,6 +236,22 @@ func TestIstioManifests(t *testing.T) {
 			}
 			if o.file == filepath.Join("istio", "envoyfilter.yaml") && !sawFilter {
 				t.Errorf("%s: no wasm HTTP_FILTER patch", where)
+			}
+			if !sawHCM {
+				t.Errorf("%s: no NETWORK_FILTER patch of the connection manager", where)
+			}
+		case "PeerAuthentication":
+			checkTop(t, o, "security.istio.io/v1")
+			var pa security.PeerAuthentication
+			strict(t, where, o.doc["spec"], &pa)
+			if pa.GetMtls().GetMode() != security.PeerAuthentication_MutualTLS_STRICT {
+				t.Errorf("%s: mtls mode %v, want STRICT: without it a caller has no principal", where, pa.GetMtls().GetMode())
+			}
+			if pa.GetSelector().GetMatchLabels()["app"] != "llm-worker" {
+				t.Errorf("%s: selector %v, want the worker pods (app: llm-worker)", where, pa.GetSelector())
+			}
+			if len(pa.GetPortLevelMtls()) != 0 {
+				t.Errorf("%s: port-level exceptions %v", where, pa.GetPortLevelMtls())
 			}
 		case "ConfigMap":
 			checkTop(t, o, "v1")
@@ -228,7 +283,7 @@ func TestIstioManifests(t *testing.T) {
 			t.Errorf("%s: unexpected kind %q", o.file, o.kind)
 		}
 	}
-	for _, k := range []string{"wasmplugin.yaml WasmPlugin", "wasmplugin.yaml EnvoyFilter", "envoyfilter.yaml EnvoyFilter", "stats.yaml ConfigMap", "worker-annotations.yaml "} {
+	for _, k := range []string{"wasmplugin.yaml WasmPlugin", "wasmplugin.yaml EnvoyFilter", "envoyfilter.yaml EnvoyFilter", "stats.yaml ConfigMap", "worker-annotations.yaml ", "peerauthentication.yaml PeerAuthentication"} {
 		if kinds[k] != 1 {
 			t.Errorf("want exactly one %q, have %d", k, kinds[k])
 		}
@@ -245,6 +300,8 @@ func TestIstioTypoFails(t *testing.T) {
 		{&extensions.WasmPlugin{}, `{"url":"oci://x/y:1","failStrategy":"FAIL_CLOSED"}`},
 		{&networking.EnvoyFilter{}, `{"configPatches":[{"applyTo":"LISTENER","patchh":{}}]}`},
 		{&meshconfig.ProxyConfig{}, `{"proxyStatsMatcher":{"inclusionPrefix":["x"]}}`},
+		{&security.PeerAuthentication{}, `{"mtls":{"mode":"STRICTT"}}`},
+		{&security.PeerAuthentication{}, `{"mTLS":{"mode":"STRICT"}}`},
 	} {
 		if err := (protojson.UnmarshalOptions{}).Unmarshal([]byte(c.spec), c.m); err == nil {
 			t.Errorf("%T accepted %s", c.m, c.spec)
@@ -310,8 +367,9 @@ func podAnnotations(t *testing.T, o object) map[string]string {
 
 // envoyFilterApplied returns the committed bootstrap with the patches of
 // istio/envoyfilter.yaml applied to its listener the way Istio applies them
-// to the inbound listener: LISTENER merged, HTTP_FILTER inserted first (in
-// place of the committed wasm filter), the module path set to module.
+// to the inbound listener: LISTENER and NETWORK_FILTER merged, HTTP_FILTER
+// inserted first (in place of the committed wasm filter), the module path
+// set to module.
 func envoyFilterApplied(t *testing.T, module string) []byte {
 	t.Helper()
 	d := committed(t)
@@ -329,6 +387,10 @@ func envoyFilterApplied(t *testing.T, module string) []byte {
 			case networking.EnvoyFilter_LISTENER:
 				for k, x := range v {
 					l.(Doc)[k] = x
+				}
+			case networking.EnvoyFilter_NETWORK_FILTER:
+				for k, x := range v["typed_config"].(Doc) {
+					tc.(Doc)[k] = x
 				}
 			case networking.EnvoyFilter_HTTP_FILTER:
 				c, _ := Dig(v, "typed_config", "config", "vm_config")

@@ -21,15 +21,23 @@ const (
 	maxExcludePaths = 1024
 )
 
-// Config is the plugin configuration (DESIGN.md section 7), one JSON object:
+// Config is the plugin configuration (docs/spec.md, Plugin configuration):
 //
 //	{"trust_kv_hints": false, "max_depth": 128, "max_body_bytes": 4194304,
-//	 "exclude_paths": ["/healthz", "/static/*"]}
+//	 "exclude_paths": ["/healthz", "/static/*"],
+//	 "trusted_senders": [{"principal": "spiffe://cluster.local/ns/llm/sa/router"}]}
 //
 // Every member is optional; an empty configuration means the defaults.
+// trust_kv_hints: true and trusted_senders together are an error.
 type Config struct {
-	// TrustKVHints admits hints from every sender; otherwise they are removed.
+	// TrustKVHints admits hints from every sender; otherwise they are
+	// removed, except from the TrustedSenders.
 	TrustKVHints bool
+	// TrustedSenders are the rules that make one request's sender trusted
+	// (docs/spec.md, Trusted senders), from its verified client
+	// certificate and its connection's source address; nil when the
+	// member is absent. A request no rule matches is handled as untrusted.
+	TrustedSenders *kvhints.Senders
 	// MaxDepth is the admitted envelope's nesting limit (kvhints.Limits).
 	MaxDepth int
 	// MaxBodyBytes rejects longer request bodies with 413.
@@ -54,6 +62,50 @@ func (c *Config) Policy() kvhints.Policy {
 		Limits:       kvhints.Limits{MaxDepth: c.MaxDepth},
 		MaxBodyBytes: c.MaxBodyBytes,
 	}
+}
+
+// JSON returns the configuration as a document that ParseConfig reads
+// back to the same Config: every member written out, exclude_paths only
+// when it has entries. A host that builds the configuration itself (the
+// sidecar, from its flags) hands the guest this, so that the guest runs
+// with exactly what the host checked.
+func (c *Config) JSON() []byte {
+	b := append([]byte(nil), `{"trust_kv_hints":`...)
+	b = strconv.AppendBool(b, c.TrustKVHints)
+	b = append(b, `,"max_depth":`...)
+	b = strconv.AppendInt(b, int64(c.MaxDepth), 10)
+	b = append(b, `,"max_body_bytes":`...)
+	b = strconv.AppendInt(b, int64(c.MaxBodyBytes), 10)
+	if len(c.ExcludePaths) > 0 {
+		b = append(b, `,"exclude_paths":[`...)
+		for i, p := range c.ExcludePaths {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, p)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string. Exclude paths are printable
+// ASCII (checkExcludePath), so escaping '"', '\\' and control bytes is
+// all it takes; other bytes are copied.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // ConfigError says what is wrong with a plugin configuration.
@@ -81,7 +133,7 @@ func ParseConfig(doc []byte) (Config, error) {
 	if !r.eat('{') {
 		return cfg, r.err("expected a JSON object")
 	}
-	var seen [4]bool
+	var seen [5]bool
 	r.ws()
 	if !r.eat('}') {
 		for {
@@ -101,26 +153,31 @@ func ParseConfig(doc []byte) (Config, error) {
 			case "trust_kv_hints":
 				field = 0
 				if cfg.TrustKVHints, err = r.boolean(); err != nil {
-					return cfg, err
+					return cfg, memberError(name, err)
 				}
 			case "max_depth":
 				field = 1
 				if cfg.MaxDepth, err = r.integer(1, MaxMaxDepth); err != nil {
-					return cfg, err
+					return cfg, memberError(name, err)
 				}
 			case "max_body_bytes":
 				field = 2
 				if cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes); err != nil {
-					return cfg, err
+					return cfg, memberError(name, err)
 				}
 			case "exclude_paths":
 				field = 3
 				if cfg.ExcludePaths, err = r.paths(); err != nil {
+					return cfg, memberError(name, err)
+				}
+			case "trusted_senders":
+				field = 4
+				if cfg.TrustedSenders, err = r.senders(); err != nil {
 					return cfg, err
 				}
 			default:
 				return cfg, &ConfigError{at, "unknown member " + strconv.Quote(name) +
-					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths"}
+					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, trusted_senders"}
 			}
 			if seen[field] {
 				return cfg, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
@@ -139,7 +196,33 @@ func ParseConfig(doc []byte) (Config, error) {
 	if r.i != len(doc) {
 		return cfg, r.err("data after the configuration object")
 	}
+	if cfg.TrustKVHints && seen[4] {
+		return cfg, &ConfigError{0, "trust_kv_hints: true trusts every sender, so trusted_senders would have no effect: set one or the other"}
+	}
 	return cfg, nil
+}
+
+// memberError names the member whose value err is about, so that the
+// message says which setting is wrong as well as where.
+func memberError(name string, err error) error {
+	if ce, ok := err.(*ConfigError); ok {
+		return &ConfigError{ce.Offset, name + ": " + ce.Msg}
+	}
+	return err
+}
+
+// senders reads the trusted_senders list.
+func (r *cfgReader) senders() (*kvhints.Senders, error) {
+	s, n, err := kvhints.ParseSenders(r.b[r.i:])
+	if err != nil {
+		off := r.i
+		if e, ok := err.(*kvhints.SendersError); ok {
+			off += e.Offset
+		}
+		return nil, &ConfigError{off, err.Error()}
+	}
+	r.i += n
+	return s, nil
 }
 
 // cfgReader is a cursor over a configuration document.

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"encoding/json"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -79,6 +80,17 @@ func TestParseConfig(t *testing.T) {
 		{`{"a":1`, "unknown member"},
 		{`{"exclude_paths":["/a"`, "expected ',' or ']'"},
 		{`{"exclude_paths":["/a`, "unterminated string"},
+		{`{"trusted_senders":{}}`, "trusted_senders: expected an array of rules"},
+		{`{"trusted_senders":[{"dns_name":"a"},{"dns_name":"b"},{"dns_name":"c"},{"source_cidr":"10.0.0.0/40"}]}`, "trusted_senders[3].source_cidr: not an IPv4 or IPv6 CIDR"},
+		{`{"trusted_senders":[{"principal":""}]}`, "trusted_senders[0].principal: empty string"},
+		{`{"trusted_senders":[{"spiffe_id":"x"}]}`, `trusted_senders[0]: unknown member "spiffe_id"`},
+		{`{"trusted_senders":[{}]}`, "trusted_senders[0]: empty rule"},
+		{`{"trusted_senders":[{"dns_name":"a","dns_name":"a"}]}`, "trusted_senders[0].dns_name: duplicate member"},
+		{`{"trusted_senders":[],"trusted_senders":[]}`, `duplicate member "trusted_senders"`},
+		{`{"trust_kv_hints":true,"trusted_senders":[{"dns_name":"a"}]}`, "trust_kv_hints: true trusts every sender"},
+		{`{"trusted_senders":[{"dns_name":"a"}],"trust_kv_hints":true}`, "trust_kv_hints: true trusts every sender"},
+		{`{"trusted_senders":[],"trust_kv_hints":true}`, "trust_kv_hints: true trusts every sender"},
+		{`{"trusted_senders":[{"dns_name":"a"}] x}`, "expected ',' or '}'"},
 	}
 	for _, tc := range bad {
 		_, err := ParseConfig([]byte(tc.doc))
@@ -120,7 +132,8 @@ func TestExcluded(t *testing.T) {
 // whose members decode to the same values.
 func FuzzParseConfig(f *testing.F) {
 	for _, s := range []string{``, `{}`, `{"trust_kv_hints":true,"max_depth":5,"max_body_bytes":100,"exclude_paths":["/a","/b/*"]}`,
-		`{"exclude_paths":["\u002fa\ud83d\ude00"]}`, `{"max_depth":1e3}`, `{"x":1}`, `[`, `{"trust_kv_hints":tru}`} {
+		`{"exclude_paths":["\u002fa\ud83d\ude00"]}`, `{"max_depth":1e3}`, `{"x":1}`, `[`, `{"trust_kv_hints":tru}`,
+		`{"trusted_senders":[{"principal":"spiffe://td/ns/llm/sa/*","source_cidr":"10.8.0.0/16"},{"dns_name":"r.svc"}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -128,6 +141,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
+		checkJSONRoundTrip(t, cfg)
 		if strings.TrimSpace(string(doc)) == "" {
 			return
 		}
@@ -153,6 +167,21 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("%q: max_depth %d, encoding/json %d (%v)", doc, cfg.MaxDepth, n, err)
 			}
 		}
+		if v, ok := m["trusted_senders"]; ok {
+			var rules []map[string]string
+			if err := json.Unmarshal(v, &rules); err != nil || len(rules) != cfg.TrustedSenders.Len() {
+				t.Fatalf("%q: %d trusted_senders, encoding/json %d (%v)", doc, cfg.TrustedSenders.Len(), len(rules), err)
+			}
+			for i, r := range cfg.TrustedSenders.Rules() {
+				var cidr netip.Prefix
+				if c, ok := rules[i]["source_cidr"]; ok {
+					cidr, _ = netip.ParsePrefix(c)
+				}
+				if rules[i]["principal"] != r.Principal || rules[i]["dns_name"] != r.DNSName || cidr != r.SourceCIDR {
+					t.Fatalf("%q: rule %d %+v, encoding/json %q", doc, i, r, rules[i])
+				}
+			}
+		}
 		if v, ok := m["trust_kv_hints"]; ok {
 			var b bool
 			if err := json.Unmarshal(v, &b); err != nil || b != cfg.TrustKVHints {
@@ -160,4 +189,33 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkJSONRoundTrip checks that cfg.JSON is a document that ParseConfig
+// reads back to cfg.
+func checkJSONRoundTrip(t *testing.T, cfg Config) {
+	t.Helper()
+	doc := cfg.JSON()
+	back, err := ParseConfig(doc)
+	if len(cfg.ExcludePaths) == 0 {
+		cfg.ExcludePaths = nil // written out only when there are entries
+	}
+	if err != nil || !reflect.DeepEqual(back, cfg) || !json.Valid(doc) {
+		t.Fatalf("%+v: JSON %s reads back as %+v (%v)", cfg, doc, back, err)
+	}
+}
+
+func TestConfigJSON(t *testing.T) {
+	cfg := DefaultConfig()
+	if got := string(cfg.JSON()); got != `{"trust_kv_hints":false,"max_depth":128,"max_body_bytes":4194304}` {
+		t.Errorf("defaults: %s", got)
+	}
+	for _, doc := range []string{``, `{}`, `{"exclude_paths":[]}`,
+		`{"trust_kv_hints":true,"max_depth":1,"max_body_bytes":268435456,"exclude_paths":["/a\"b","/c/*","/~!$&'()+,;=:@"]}`} {
+		cfg, err := ParseConfig([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		checkJSONRoundTrip(t, cfg)
+	}
 }

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/kvgate/kvgate/proxywasm"
@@ -17,6 +18,15 @@ type fakeHost struct {
 	logs     []string
 	names    []string // metric id -> name
 	counters map[string]int64
+
+	// props are the host properties by proxy-wasm path (NUL-separated);
+	// propReads counts the reads of each path.
+	props     map[string][]byte
+	propReads map[string]int
+
+	// returned is the last byte slice a Host method returned; the next one
+	// poisons it, as a real host's memory is reused (see Host).
+	returned []byte
 
 	// failures to inject, by Host method name
 	fail map[string]bool
@@ -49,18 +59,29 @@ func (h *fakeHost) check(m string) error {
 
 func (h *fakeHost) Log(level proxywasm.LogLevel, msg string) { h.logs = append(h.logs, msg) }
 
+// give returns a copy of b as guest memory, valid until the next call that
+// returns bytes: that call overwrites it, so a filter that keeps host bytes
+// too long sees garbage.
+func (h *fakeHost) give(b []byte) []byte {
+	for i := range h.returned {
+		h.returned[i] = 0xee
+	}
+	h.returned = append([]byte(nil), b...)
+	return h.returned
+}
+
 func (h *fakeHost) PluginConfig(size int) ([]byte, error) {
 	if err := h.check("PluginConfig"); err != nil {
 		return nil, err
 	}
-	return append([]byte(nil), h.config[:min(size, len(h.config))]...), nil
+	return h.give(h.config[:min(size, len(h.config))]), nil
 }
 
 func (h *fakeHost) RequestHeaders() ([]byte, error) {
 	if err := h.check("RequestHeaders"); err != nil {
 		return nil, err
 	}
-	return proxywasm.EncodeHeaderMap(h.headers), nil
+	return h.give(proxywasm.EncodeHeaderMap(h.headers)), nil
 }
 
 func (h *fakeHost) RemoveRequestHeader(name string) error {
@@ -77,15 +98,14 @@ func (h *fakeHost) RemoveRequestHeader(name string) error {
 	return nil
 }
 
-func (h *fakeHost) RequestBody(max int) ([]byte, error) {
+func (h *fakeHost) RequestBody(limit int) ([]byte, error) {
 	if err := h.check("RequestBody"); err != nil {
 		return nil, err
 	}
 	if len(h.body) == 0 {
 		return nil, nil
 	}
-	// A copy, as a real host copies into guest memory.
-	return append([]byte(nil), h.body[:min(max, len(h.body))]...), nil
+	return h.give(h.body[:min(limit, len(h.body))]), nil
 }
 
 func (h *fakeHost) ReplaceRequestBody(oldSize int, body []byte) error {
@@ -141,6 +161,35 @@ func (h *fakeHost) IncrementCounter(id uint32, delta int64) error {
 	return nil
 }
 
+func (h *fakeHost) GetProperty(path string) ([]byte, error) {
+	if err := h.check("GetProperty"); err != nil {
+		return nil, err
+	}
+	if h.propReads == nil {
+		h.propReads = map[string]int{}
+	}
+	h.propReads[path]++
+	v, ok := h.props[path]
+	if !ok || len(v) == 0 {
+		return nil, nil
+	}
+	return h.give(v), nil
+}
+
+// setSender sets the four sender properties as Envoy encodes them; an empty
+// string leaves a property absent.
+func (h *fakeHost) setSender(mtls bool, uri, dns, src string) {
+	h.props = map[string][]byte{PropertyMTLS: {0}}
+	if mtls {
+		h.props[PropertyMTLS] = []byte{1}
+	}
+	for path, v := range map[string]string{PropertyURISAN: uri, PropertyDNSSAN: dns, PropertySourceAddress: src} {
+		if v != "" {
+			h.props[path] = []byte(v)
+		}
+	}
+}
+
 func (h *fakeHost) header(name string) (string, bool) {
 	for _, p := range h.headers {
 		if strings.EqualFold(p[0], name) {
@@ -193,7 +242,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		h.headers = append(h.headers, [2]string{k, v})
 	}
 	if m == modeLength {
-		h.headers = append(h.headers, [2]string{"content-length", itoa(len(body))})
+		h.headers = append(h.headers, [2]string{"content-length", strconv.Itoa(len(body))})
 	}
 	p.OnContextCreate(id, rootID)
 	defer func() {
@@ -237,17 +286,4 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		return outcome{streamed: streamed}
 	}
 	return outcome{forwarded: true, body: h.body, streamed: streamed}
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
 }

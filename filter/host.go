@@ -1,6 +1,7 @@
 // Package filter is the kvgate proxy-wasm HTTP filter's logic: a per-request
 // state machine that buffers each request body, applies kvhints to it and
-// forwards, rewrites or rejects it (DESIGN.md sections 4 to 7).
+// forwards, rewrites or rejects it (docs/spec.md, "Reading a body the way the
+// worker does" through "Plugin configuration").
 //
 // The logic talks to the proxy only through the narrow Host interface, so it
 // builds and is tested natively with a fake host. The proxy-wasm ABI glue
@@ -41,6 +42,10 @@ type Host interface {
 	DefineCounter(name string) (uint32, error)
 	// IncrementCounter adds delta to a counter.
 	IncrementCounter(id uint32, delta int64) error
+	// GetProperty returns a host property in the host's encoding. path is
+	// the property's name with its segments separated by NUL bytes
+	// ("connection\x00mtls"); an absent property is nil with no error.
+	GetProperty(path string) ([]byte, error)
 }
 
 // Reserver is implemented by a Host that can set aside memory for request

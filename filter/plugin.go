@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"strconv"
 
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/metricname"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
-// Metric families the filter defines (DESIGN.md section 5). Each series is
+// Metric families the filter defines (docs/spec.md, Metrics). Each series is
 // defined through Host.DefineCounter under its metricname.Encode name.
 const (
 	// MetricIgnored counts ignored hints, label reason (kvhints.Reasons).
@@ -46,7 +47,7 @@ const (
 )
 
 // FailureBody is the 503 answer when the filter cannot do its job.
-var FailureBody = []byte(`{"error":{"message":"the request could not be filtered","type":"server_error","code":503}}`)
+var FailureBody = httperr.Body(503, httperr.TypeServer, "the request could not be filtered")
 
 var jsonHeaders = proxywasm.EncodeHeaderMap([][2]string{{"content-type", "application/json"}})
 
@@ -97,6 +98,9 @@ type Plugin struct {
 	rw      kvhints.Rewriter
 	roots   []*root
 	streams []stream
+	// props holds copies of the sender's properties while one request's
+	// sender is decided; the buffers are reused.
+	props [4][]byte
 	// reserved is the largest body limit configured so far: the rewriter's
 	// output buffer holds a body of that size from start-up on.
 	reserved int
@@ -184,13 +188,13 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	copy(r.ids.rejected[:], ids[len(kvhints.Reasons)+1:])
 	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
 	if rs, ok := p.host.(Reserver); ok {
-		rs.Reserve(cfg.MaxBodyBytes + 1)
+		rs.Reserve(copyBlock(cfg.MaxBodyBytes))
 	}
 	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
 	p.rw.Reserve(p.reserved)
 	p.host.Log(proxywasm.LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
-		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths)))
+		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
 	return true
 }
 
@@ -231,13 +235,13 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 			excluded = cfg.Excluded(v)
 		case status == 415:
 		case equalFold(k, "content-encoding"):
-			if st, m := kvhints.CheckContentEncoding(string(v)); st != 0 {
+			if st, m := httperr.CheckContentEncoding(string(v)); st != 0 {
 				status, msg = st, m
 			}
 		case status != 0:
 		case equalFold(k, "content-length"):
-			if n, ok := parseLength(v); ok && n > int64(cfg.MaxBodyBytes) {
-				status, msg = 413, "request body is larger than the limit of "+strconv.Itoa(cfg.MaxBodyBytes)+" bytes"
+			if n, ok := parseLength(v); ok {
+				status, msg = httperr.BodyTooLarge(n, cfg.MaxBodyBytes)
 			}
 		}
 	})
@@ -266,8 +270,8 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a pro
 	if !ok {
 		return a
 	}
-	if bodySize > r.cfg.MaxBodyBytes {
-		return p.reject(s, r, 413, "request body is larger than the limit of "+strconv.Itoa(r.cfg.MaxBodyBytes)+" bytes")
+	if status, msg := httperr.BodyTooLarge(int64(bodySize), r.cfg.MaxBodyBytes); status != 0 {
+		return p.reject(s, r, status, msg)
 	}
 	if !endOfStream {
 		return proxywasm.ActionPause
@@ -314,6 +318,16 @@ func (p *Plugin) buffering(id uint32, what string) (*stream, *root, proxywasm.Ac
 // holds when size < 0), rewrites it once and forwards, replaces or rejects.
 func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Action {
 	limit := r.cfg.MaxBodyBytes
+	// The sender is decided first: the body's bytes are valid only until
+	// the next host call that returns bytes.
+	policy := r.policy
+	if r.cfg.TrustedSenders.Len() > 0 {
+		trusted, err := p.senderTrusted(r.cfg.TrustedSenders)
+		if err != nil {
+			return p.fail(id, s, "cannot read the sender's properties: "+err.Error())
+		}
+		policy.Trusted = trusted
+	}
 	var body []byte
 	var err error
 	switch {
@@ -329,7 +343,10 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 		return p.fail(id, s, "cannot read request body: "+err.Error())
 	}
 	size = len(body)
-	out, res := p.rw.Rewrite(body, r.policy)
+	if status, msg := httperr.BodyTooLarge(int64(size), limit); status != 0 {
+		return p.reject(s, r, status, msg) // a body that ended in trailers
+	}
+	out, res := p.rw.Rewrite(body, policy)
 	if res.Outcome == kvhints.OutcomeRejected {
 		return p.reject(s, r, res.Status, res.Message)
 	}
@@ -349,6 +366,57 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 	}
 	s.state = stDone
 	return proxywasm.ActionContinue
+}
+
+// The host properties that identify the sender, as proxy-wasm property
+// paths (segments separated by NUL) of Envoy's attribute names.
+const (
+	PropertyMTLS          = "connection\x00mtls"
+	PropertyURISAN        = "connection\x00uri_san_peer_certificate"
+	PropertyDNSSAN        = "connection\x00dns_san_peer_certificate"
+	PropertySourceAddress = "source\x00address"
+)
+
+// senderTrusted decides whether the current request comes from a trusted
+// sender. It reads only the properties the rules use, each at most once,
+// and the certificate's SANs only when the host says the client
+// certificate was verified. The values are never logged.
+func (p *Plugin) senderTrusted(rules *kvhints.Senders) (bool, error) {
+	needs := rules.Needs()
+	var sp kvhints.SenderProps
+	get := func(slot int, path string) ([]byte, error) {
+		b, err := p.host.GetProperty(path)
+		if err != nil {
+			return nil, err
+		}
+		// Host bytes are valid only until the next host call: keep a copy.
+		p.props[slot] = append(p.props[slot][:0], b...)
+		return p.props[slot], nil
+	}
+	var err error
+	if needs&kvhints.PropMTLS != 0 {
+		if sp.MTLS, err = get(0, PropertyMTLS); err != nil {
+			return false, err
+		}
+		if kvhints.MTLSVerified(sp.MTLS) {
+			if needs&kvhints.PropURISAN != 0 {
+				if sp.URISAN, err = get(1, PropertyURISAN); err != nil {
+					return false, err
+				}
+			}
+			if needs&kvhints.PropDNSSAN != 0 {
+				if sp.DNSSAN, err = get(2, PropertyDNSSAN); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	if needs&kvhints.PropSourceAddress != 0 {
+		if sp.SourceAddress, err = get(3, PropertySourceAddress); err != nil {
+			return false, err
+		}
+	}
+	return rules.Match(&sp) >= 0, nil
 }
 
 // OnDone ends a context; it always agrees.
@@ -385,7 +453,7 @@ func (p *Plugin) release(id uint32) {
 // reject answers the request with status and the OpenAI-style error.
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Action {
 	s.state = stDone
-	if err := p.host.SendLocalResponse(status, DetailsRejected, kvhints.ErrorBody(status, msg), jsonHeaders); err != nil {
+	if err := p.host.SendLocalResponse(status, DetailsRejected, httperr.Invalid(status, msg), jsonHeaders); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	for i, st := range RejectStatuses {

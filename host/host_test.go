@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvgate/kvgate/wasm"
 )
 
 func filter(t *testing.T, h *Host, action, body string) (*Decision, error) {
@@ -482,5 +484,62 @@ func TestNameCache(t *testing.T) {
 	}
 	if _, ok := c[long]; ok || len(c) != maxCachedNames {
 		t.Fatalf("%d names cached (long one: %v), want %d", len(c), ok, maxCachedNames)
+	}
+}
+
+// TestBodyWithheld: a request refused on its headers reaches the guest as
+// headers with end_of_stream false and nothing after them. The kvgate
+// filter then answers 413 from Content-Length; the same headers with an
+// empty body and no BodyWithheld end the stream, and it lets them pass.
+// A guest that pauses for the body that never comes is no failure.
+func TestBodyWithheld(t *testing.T) {
+	h, err := New(context.Background(), wasm.Module, Options{PoolSize: 1, CacheDir: testCacheDir(t), PluginConfig: []byte(`{"max_body_bytes":5}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	req := func(withheld bool) *Request {
+		return &Request{Method: "POST", Path: "/v1/completions", Authority: "a", BodyWithheld: withheld,
+			Header: http.Header{"Content-Type": {"application/json"}, "Content-Length": {"10"}}}
+	}
+	d, err := h.Filter(context.Background(), req(true))
+	if err != nil || d.Local == nil || d.Local.Status != 413 {
+		t.Fatalf("withheld: %v %+v", err, d)
+	}
+	d, err = h.Filter(context.Background(), req(false))
+	if err != nil || d.Local != nil {
+		t.Fatalf("empty body: %v %+v", err, d)
+	}
+
+	reg := prometheus.NewRegistry()
+	g, err := New(context.Background(), testGuest(t), Options{PoolSize: 1, CacheDir: testCacheDir(t), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close(context.Background()) })
+	for _, action := range []string{"pause", ""} {
+		d, err := g.Filter(context.Background(), &Request{Method: "POST", Path: "/", Authority: "a", BodyWithheld: true,
+			Header: http.Header{"X-Test-Action": {action}, "Content-Length": {"10"}}, Body: []byte("ignored")})
+		if err != nil || d.Local != nil || d.BodyChanged {
+			t.Fatalf("test guest, action %q: %v %+v", action, err, d)
+		}
+	}
+	bodyCalls := func() uint64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "kvtest_body_bytes" {
+				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		return 0
+	}
+	if n := bodyCalls(); n != 0 {
+		t.Fatalf("the body callback ran %d times for withheld bodies", n)
+	}
+	if _, err := g.Filter(context.Background(), &Request{Method: "POST", Path: "/", Authority: "a", Body: []byte("sent")}); err != nil || bodyCalls() != 1 {
+		t.Fatalf("a body that is sent: %v, %d body callbacks", err, bodyCalls())
 	}
 }

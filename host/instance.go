@@ -126,9 +126,9 @@ func (in *instance) run(ctx, caller context.Context, r *Request) (*Decision, err
 	if _, err := in.call(ctx, in.onContextCreate, "proxy_on_context_create", id, abi.RootContextID); err != nil {
 		return nil, err
 	}
-	hasBody := len(r.Body) > 0
-	hasTrailers := len(x.Trailers) > 0
-	act, err := in.call(ctx, in.onRequestHeaders, "proxy_on_request_headers", id, uint64(len(x.Headers)), b2u(!hasBody && !hasTrailers))
+	hasBody := len(r.Body) > 0 && !r.BodyWithheld
+	hasTrailers := len(x.Trailers) > 0 && !r.BodyWithheld
+	act, err := in.call(ctx, in.onRequestHeaders, "proxy_on_request_headers", id, uint64(len(x.Headers)), b2u(!hasBody && !hasTrailers && !r.BodyWithheld))
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (in *instance) run(ctx, caller context.Context, r *Request) (*Decision, err
 		return &Decision{Local: localReply(x.Local)}, nil
 	case x.Closed:
 		return nil, ErrStreamClosed
-	case paused:
+	case paused && !r.BodyWithheld: // waiting for a body that will not come is no failure
 		return nil, ErrPaused
 	}
 	return in.decision(r, x, orig), nil

@@ -82,6 +82,13 @@ type Request struct {
 	Header http.Header
 	// Body is the whole request body; nil or empty means no body.
 	Body []byte
+	// BodyWithheld says that the request has a body the caller has not
+	// read and will not forward: it refuses the request on its headers
+	// (a body announced over its size limit). The guest sees the headers
+	// with end_of_stream false and nothing after them, as when a proxy
+	// resets a stream mid-request; Body and Trailer must be empty. A
+	// Decision without a local reply must then not be forwarded.
+	BodyWithheld bool
 	// Trailer holds request trailers, if any.
 	Trailer http.Header
 	// RemoteAddr and LocalAddr are "ip:port" of the downstream connection;

@@ -84,7 +84,7 @@ func Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 }
 
 // Admit is the package-level Admit with reusable scratch space: rules 1 to 5
-// of DESIGN.md section 3, in order.
+// of docs/spec.md ("Admission rules"), in order.
 func (a *Admitter) Admit(raw []byte, lim Limits) (*Snapshot, Reason) {
 	canon, reason := a.admit(raw, lim)
 	if canon == nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// refEnvelope is the reference envelope of DESIGN.md section 3, canonical.
+// refEnvelope is the reference envelope of docs/spec.md, canonical.
 const refEnvelope = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
 
 // env builds an envelope around one action whose payload is p.

@@ -7,7 +7,7 @@ import (
 )
 
 // canonicalizer re-encodes a JSON value in the canonical compact form of
-// DESIGN.md section 3 rule 4 while checking its syntax and the content rules
+// docs/spec.md ("Compact size") while checking its syntax and the content rules
 // of rule 5 that apply to the whole envelope: no duplicate keys, no NaN or
 // Infinity, no lone surrogate escapes, integers within -2^63..2^64-1, finite
 // floats, nesting depth within the limit. It never recurses.
@@ -279,8 +279,8 @@ func numberOK(lit []byte, kind numKind) bool {
 }
 
 // digitsAtMost compares two decimal numerals without leading zeros.
-func digitsAtMost(d []byte, max string) bool {
-	return len(d) < len(max) || len(d) == len(max) && string(d) <= max
+func digitsAtMost(d []byte, bound string) bool {
+	return len(d) < len(bound) || len(d) == len(bound) && string(d) <= bound
 }
 
 // appendCanonString appends the canonical encoding of the valid string

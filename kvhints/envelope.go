@@ -208,7 +208,7 @@ func (e *Envelope) Encode() ([]byte, error) {
 	b = append(b, '}')
 	snap, reason := Admit(b, Limits{})
 	if reason != ReasonNone {
-		return nil, &AdmitError{Reason: reason, Detail: "the encoding (" + itoa(len(b)) + " bytes) is not admitted"}
+		return nil, &AdmitError{Reason: reason, Detail: "the encoding (" + strconv.Itoa(len(b)) + " bytes) is not admitted"}
 	}
 	return snap.b, nil
 }
@@ -216,7 +216,7 @@ func (e *Envelope) Encode() ([]byte, error) {
 // inAction places an error about action i.
 func inAction(i int, err error) error {
 	e := *err.(*AdmitError)
-	e.Detail = "action " + itoa(i) + ": " + e.Detail
+	e.Detail = "action " + strconv.Itoa(i) + ": " + e.Detail
 	return &e
 }
 

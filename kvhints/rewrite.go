@@ -2,7 +2,7 @@ package kvhints
 
 import (
 	"bytes"
-	"strings"
+	"strconv"
 )
 
 // Outcome is what the rewrite did with a request body.
@@ -116,7 +116,7 @@ func (r *Rewriter) Reserve(n int) {
 // is returned in the Rewriter's own buffer, valid until the next call.
 func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
-		return nil, reject(413, "request body is larger than the limit of "+itoa(p.MaxBodyBytes)+" bytes")
+		return nil, reject(413, "request body is larger than the limit of "+strconv.Itoa(p.MaxBodyBytes)+" bytes")
 	}
 	if len(body) == 0 {
 		// No body, no hint: hosts forward body-less requests uninspected,
@@ -279,7 +279,7 @@ func invalidJSON(err error, off int, what string) string {
 	if err != nil {
 		return "request body is not valid JSON: " + err.Error()
 	}
-	return "request body is not valid JSON: " + what + " at byte " + itoa(off)
+	return "request body is not valid JSON: " + what + " at byte " + strconv.Itoa(off)
 }
 
 // isHintKey reports whether a top-level key literal names kv_hints once
@@ -344,27 +344,4 @@ func unsupportedEncoding(b []byte) string {
 		return "request body is UTF-16; only UTF-8 JSON is supported"
 	}
 	return ""
-}
-
-// ErrorBody is the OpenAI-style JSON error a host answers a rejected body with.
-func ErrorBody(status int, message string) []byte {
-	b := append([]byte(nil), `{"error":{"message":`...)
-	b = appendGoString(b, strings.ToValidUTF8(message, "\uFFFD"))
-	b = append(b, `,"type":"invalid_request_error","code":`...)
-	b = appendInt(b, status)
-	return append(b, "}}"...)
-}
-
-// CheckContentEncoding decides a request's Content-Encoding header value
-// (several values joined by commas). A body we cannot read cannot be
-// filtered, so anything but identity is refused: it returns 415 and a
-// message, or 0 and "" when the body is plain.
-func CheckContentEncoding(v string) (status int, message string) {
-	for _, part := range strings.Split(v, ",") {
-		part = strings.TrimSpace(part)
-		if part != "" && !strings.EqualFold(part, "identity") {
-			return 415, "Content-Encoding " + strings.ToValidUTF8(part, "?") + " is not supported; send the body uncompressed"
-		}
-	}
-	return 0, ""
 }

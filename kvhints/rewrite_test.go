@@ -212,22 +212,6 @@ func TestRewriterReserve(t *testing.T) {
 	}
 }
 
-func TestErrorBody(t *testing.T) {
-	got := string(ErrorBody(400, "bad \"body\"\n"))
-	want := `{"error":{"message":"bad \"body\"\n","type":"invalid_request_error","code":400}}`
-	if got != want {
-		t.Fatalf("%s", got)
-	}
-}
-
-func TestCheckContentEncoding(t *testing.T) {
-	for v, want := range map[string]int{"": 0, "identity": 0, "Identity, identity": 0, "gzip": 415, "br": 415, "identity, gzip": 415} {
-		if got, _ := CheckContentEncoding(v); got != want {
-			t.Errorf("%q: %d, want %d", v, got, want)
-		}
-	}
-}
-
 func TestOutcomeStrings(t *testing.T) {
 	want := map[Outcome]string{OutcomeNoHint: "no_hint", OutcomeNullHint: "null_hint", OutcomeStripped: "stripped", OutcomeAdmitted: "admitted", OutcomeDiscarded: "discarded", OutcomeRejected: "rejected"}
 	for o, s := range want {

@@ -1,9 +1,10 @@
 package kvhints
 
 import (
+	"encoding/binary"
 	"math/bits"
+	"strconv"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // This file is the tokenizer shared by the body scanner and admission. It
@@ -22,32 +23,9 @@ type syntaxError struct {
 	msg string
 }
 
-func (e *syntaxError) Error() string { return e.msg + " at byte " + itoa(e.off) }
+func (e *syntaxError) Error() string { return e.msg + " at byte " + strconv.Itoa(e.off) }
 
 func errAt(off int, msg string) error { return &syntaxError{off: off, msg: msg} }
-
-func itoa(n int) string {
-	var b [20]byte
-	return string(appendInt(b[:0], n))
-}
-
-func appendInt(dst []byte, n int) []byte {
-	if n < 0 {
-		dst = append(dst, '-')
-		n = -n
-	}
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	return append(dst, b[i:]...)
-}
 
 // isWS reports JSON insignificant whitespace, the four bytes Python skips.
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -57,14 +35,6 @@ func skipWS(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// le64 loads b[0:8] as one little-endian word. Both targets (amd64 and
-// wasm) are little-endian and allow unaligned loads; the wasm compiler does
-// not merge byte loads into one, so this is a single load instead of eight.
-func le64(b []byte) uint64 {
-	_ = b[7]
-	return *(*uint64)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
 const (
@@ -94,7 +64,7 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for {
 		for i+8 <= len(b) {
-			m := stringSpecial(le64(b[i:]))
+			m := stringSpecial(binary.LittleEndian.Uint64(b[i:]))
 			if m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				goto special
@@ -239,7 +209,7 @@ func scanNumber(b []byte, i int) (int, numKind, error) {
 // eight bytes at a time while it can: block hashes are long digit runs.
 func skipDigits(b []byte, i int) int {
 	for i+8 <= len(b) {
-		w := le64(b[i:])
+		w := binary.LittleEndian.Uint64(b[i:])
 		// A byte is a digit when its high nibble is 3 and adding 6 keeps it so.
 		nd := ((w & (lsb * 0xF0)) ^ (lsb * 0x30)) | (((w + lsb*0x06) & (lsb * 0xF0)) ^ (lsb * 0x30))
 		if nd != 0 {

@@ -2,6 +2,7 @@ package kvhints
 
 import (
 	"bytes"
+	"strconv"
 )
 
 // Snapshot is an admitted envelope: its canonical compact bytes and where
@@ -132,7 +133,7 @@ func (s *Snapshot) AppendTo(dst []byte) []byte { return append(dst, s.b...) }
 // String describes the snapshot without its contents.
 // Hint contents must never reach a log, so printing a snapshot is safe.
 func (s *Snapshot) String() string {
-	return "kvhints.Snapshot(" + itoa(len(s.b)) + " bytes, " + itoa(len(s.actions)) + " actions)"
+	return "kvhints.Snapshot(" + strconv.Itoa(len(s.b)) + " bytes, " + strconv.Itoa(len(s.actions)) + " actions)"
 }
 
 // NumActions is the number of actions in producer order.

@@ -1,6 +1,7 @@
 package kvhints
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"math/rand"
 	"testing"
@@ -26,7 +27,7 @@ func TestStringSpecial(t *testing.T) {
 				break
 			}
 		}
-		m := stringSpecial(le64(b[:]))
+		m := stringSpecial(binary.LittleEndian.Uint64(b[:]))
 		got := 8
 		if m != 0 {
 			got = bits.TrailingZeros64(m) >> 3

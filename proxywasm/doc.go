@@ -81,7 +81,7 @@
 //
 // # Host functions kvgate's guest imports
 //
-// These eight are the whole of what filter/abi imports from "env"; Envoy
+// These nine are the whole of what filter/abi imports from "env"; Envoy
 // (1.33 and later), the proxy-wasm-go-sdk proxytest runner and host/ all
 // provide them.
 //
@@ -125,6 +125,17 @@
 //	proxy_increment_metric(metric_id i32, offset i64) -> status i32
 //	    Adds offset (signed) to a counter or gauge; an unknown id is
 //	    NotFound.
+//	proxy_get_property(path_data i32, path_size i32,
+//	                   return_data i32, return_size i32) -> status i32
+//	    Returns a property of the stream, the connection or the plugin, as
+//	    under "Returning memory". path is the property's name in segments
+//	    separated by NUL bytes ("source\0address"; host/ also takes a
+//	    trailing NUL). Values come in Envoy's encoding: a string as its bytes
+//	    without a terminator, an integer as 8 bytes little-endian, a bool
+//	    as one byte. A property the host does not have is NotFound. kvgate
+//	    reads connection.mtls, connection.uri_san_peer_certificate,
+//	    connection.dns_san_peer_certificate and source.address, only when
+//	    trusted_senders is configured.
 //
 // Host functions in general: host/internal/abi lists every one the Go host
 // provides, with the statuses it answers.

@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"crypto/rand"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 // wzHost is a minimal proxy-wasm host on wazero, for the memory test and
 // the benchmarks only (host/ is the real one). It provides exactly the
-// eight env functions filter/abi imports, real clocks and one stream at a
+// nine env functions filter/abi imports, real clocks and one stream at a
 // time.
 type wzHost struct {
 	tb  testing.TB
@@ -36,7 +37,11 @@ type wzHost struct {
 	metrics []string
 	values  map[string]int64
 	logs    []string
-	nextID  uint64
+	// props are the host properties by proxy-wasm path; propReads counts
+	// proxy_get_property calls.
+	props     map[string][]byte
+	propReads int
+	nextID    uint64
 	// hostTime is the time spent in host functions (copies and nested
 	// proxy_on_memory_allocate calls included), to tell guest work apart.
 	hostTime time.Duration
@@ -148,14 +153,14 @@ func (h *wzHost) exportEnv() {
 		default:
 			return proxywasm.StatusBadArgument
 		}
-		start, max := u(s, 1), u(s, 2)
+		start, size := u(s, 1), u(s, 2)
 		if len(buf) == 0 {
 			return proxywasm.StatusNotFound
 		}
 		if int(start) > len(buf) {
 			return proxywasm.StatusBadArgument
 		}
-		n := min(int(max), len(buf)-int(start))
+		n := min(int(size), len(buf)-int(start))
 		h.give(m, buf[start:int(start)+n], u(s, 3), u(s, 4))
 		return proxywasm.StatusOK
 	})
@@ -206,9 +211,29 @@ func (h *wzHost) exportEnv() {
 		h.values[h.metrics[id]] += int64(s[1])
 		return proxywasm.StatusOK
 	})
+	b = fn(b, "proxy_get_property", 4, func(m api.Module, s []uint64) proxywasm.Status {
+		h.propReads++
+		v, ok := h.props[string(h.read(m, u(s, 0), u(s, 1)))]
+		if !ok {
+			return proxywasm.StatusNotFound
+		}
+		if len(v) > 0 {
+			h.give(m, v, u(s, 2), u(s, 3))
+		}
+		return proxywasm.StatusOK
+	})
 	if _, err := b.Instantiate(h.ctx); err != nil {
 		h.tb.Fatal(err)
 	}
+}
+
+// result is what wzHost did with one request.
+type result struct {
+	forwarded bool
+	body      []byte
+	status    int // local reply status, 0 if none
+	reply     []byte
+	ctype     string // local reply content-type
 }
 
 // request runs one request through the whole lifecycle: context create,
@@ -218,7 +243,7 @@ func (h *wzHost) request(path string, body []byte) result {
 	h.nextID++
 	h.status, h.reply, h.ctype = 0, nil, ""
 	h.headers = append(h.headers[:0], [2]string{":method", "POST"}, [2]string{":path", path},
-		[2]string{"content-type", "application/json"}, [2]string{"content-length", itoa(len(body))})
+		[2]string{"content-type", "application/json"}, [2]string{"content-length", strconv.Itoa(len(body))})
 	h.body = append(h.body[:0], body...)
 	h.call(h.ctxCreate, id, 1)
 	defer func() {

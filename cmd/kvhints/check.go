@@ -17,7 +17,7 @@ const hashCost = 20 + 1
 const checkUsage = `Usage: kvhints check [--max-depth N] FILE|-
 
 Admits one KV hint envelope (the value of a kv_hints member, e.g.
-{"protocol_version":"0.1",...}) by the rules of DESIGN.md section 3 and
+{"protocol_version":"0.1",...}) by the rules of docs/spec.md ("Admission rules") and
 prints one JSON line on stdout:
 
   {"admitted":true,"reason":null,"compact_bytes":213,"block_hashes_headroom":3110}

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/kvgate/kvgate/kvhints"
 )
 
-// refEnvelope is the reference envelope of DESIGN.md section 3, already in
+// refEnvelope is the reference envelope (docs/spec.md, Admission rules), in
 // canonical compact form (213 bytes).
 const refEnvelope = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
 
@@ -74,11 +75,11 @@ func checkLine(admitted bool, reason string, compact, headroom int) string {
 		r = `"` + reason + `"`
 	}
 	if compact >= 0 {
-		c = itoa(compact)
+		c = strconv.Itoa(compact)
 	}
 	s := `{"admitted":` + map[bool]string{true: "true", false: "false"}[admitted] + `,"reason":` + r + `,"compact_bytes":` + c
 	if headroom >= 0 {
-		s += `,"block_hashes_headroom":` + itoa(headroom)
+		s += `,"block_hashes_headroom":` + strconv.Itoa(headroom)
 	}
 	return s + "}\n"
 }
@@ -88,12 +89,7 @@ func outcomeLine(outcome, reason string, status int) string {
 	if reason != "" {
 		r = `"` + reason + `"`
 	}
-	return `{"outcome":"` + outcome + `","reason":` + r + `,"status":` + itoa(status) + "}\n"
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
+	return `{"outcome":"` + outcome + `","reason":` + r + `,"status":` + strconv.Itoa(status) + "}\n"
 }
 
 // cliCase is one invocation and what it must produce. Each stream is
@@ -157,7 +153,7 @@ func cliCases(t *testing.T) []cliCase {
 		{name: "rewrite invalid json", args: []string{"rewrite", "-"}, stdin: `{"kv_hints":` + refEnvelope, wantCode: 1, wantStderr: outcomeLine("rejected", "", 400)},
 		{name: "rewrite trailing data", args: []string{"rewrite", "-"}, stdin: `{} {}`, wantCode: 1, wantStderr: outcomeLine("rejected", "", 400)},
 		{name: "rewrite over body limit", args: []string{"rewrite", "--max-body-bytes", "10", hinted}, wantCode: 1, wantStderr: outcomeLine("rejected", "", 413)},
-		{name: "rewrite at body limit", args: []string{"rewrite", "--max-body-bytes", itoa(len(bodyStripped)), "-"}, stdin: bodyStripped, wantStdout: bodyStripped, wantStderr: outcomeLine("no_hint", "", 200)},
+		{name: "rewrite at body limit", args: []string{"rewrite", "--max-body-bytes", strconv.Itoa(len(bodyStripped)), "-"}, stdin: bodyStripped, wantStdout: bodyStripped, wantStderr: outcomeLine("no_hint", "", 200)},
 		{name: "rewrite bad flag", args: []string{"rewrite", "--trusted=maybe", hinted}, wantCode: 2, stderrContains: "invalid boolean value"},
 		{name: "rewrite negative limit", args: []string{"rewrite", "--max-body-bytes", "-1", hinted}, wantCode: 2, stderrContains: "must be at least 0"},
 		{name: "rewrite missing file", args: []string{"rewrite", missing}, wantCode: 2, stderrContains: "no such file"},

@@ -20,18 +20,18 @@ kv.fetch candidates its capabilities support, take the first one, resolve it
 to a binding, check the endpoint against the registry and ask the provider to
 validate it. Nothing is contacted. It prints one JSON line on stdout:
 
-  {"path":"named-fetch","reason":null,"detail":"...","admission":"admitted",
+  {"path":"named_fetch","reason":null,"detail":"...","admission":"admitted",
    "collected":true,"candidates":1,"unknown_action_types":0,
    "unmatched_fetch_versions":0,"action":0,"action_id":"a1",
    "families":["trtllm"],"binding":"kvcm-a","endpoint":"tcp://...",
    "pd":{...}}
 
-  path       "named-fetch" (fetch by name first, then the paired source)
+  path       "named_fetch" (fetch by name first, then the paired source)
              or "paired" (the paired path only, no added work).
-  reason     why the path is paired, null for named-fetch: excluded-lora,
-             not-generation-only, absent, discarded, unsupported,
-             unresolved-missing, ambiguous, unauthorized, request-paired,
-             payload-invalid, endpoint-not-registered, provider-rejected.
+  reason     why the path is paired, null for named_fetch: excluded_lora,
+             not_generation_only, absent, discarded, unsupported,
+             unresolved_missing, ambiguous, unauthorized, request_paired,
+             payload_invalid, endpoint_not_registered, provider_rejected.
   admission  "admitted", "null" (no hint) or the admission reason
              (unknown_version, oversized, malformed).
   pd         the request's P/D handoff parameters, as given: hints never

@@ -59,7 +59,7 @@ func request(cfg map[string]any) map[string]any { return cfg["request"].(map[str
 
 func planCases() []planCase {
 	return []planCase{
-		{name: "named fetch", stdin: refPretty, code: exitOK, path: "named-fetch", reason: nil,
+		{name: "named fetch", stdin: refPretty, code: exitOK, path: "named_fetch", reason: nil,
 			check: func(t *testing.T, out map[string]any) {
 				want := map[string]any{"admission": "admitted", "collected": true, "candidates": float64(1),
 					"unknown_action_types": float64(0), "unmatched_fetch_versions": float64(0), "action": float64(0),
@@ -74,21 +74,21 @@ func planCases() []planCase {
 				}
 			}},
 		{name: "endpoint not registered", edit: func(c map[string]any) { c["registry"] = []any{"tcp://10.0.0.1:1"} },
-			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "endpoint-not-registered"},
+			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "endpoint_not_registered"},
 		{name: "provider rejects", edit: func(c map[string]any) { c["provider_allowlist"] = []any{} },
-			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "provider-rejected"},
+			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "provider_rejected"},
 		{name: "LoRA", edit: func(c map[string]any) { request(c)["lora"] = true },
-			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "excluded-lora",
+			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "excluded_lora",
 			check: func(t *testing.T, out map[string]any) {
 				if out["collected"] != false || out["action"] != nil {
 					t.Errorf("LoRA request reached collection: %v", out)
 				}
 			}},
 		{name: "not generation-only", edit: func(c map[string]any) { request(c)["generation_only"] = false },
-			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "not-generation-only"},
+			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "not_generation_only"},
 		{name: "request-paired binding", edit: func(c map[string]any) {
 			c["bindings"].([]any)[0].(map[string]any)["request_paired"] = true
-		}, stdin: refEnvelope, code: exitRejected, path: "paired", reason: "request-paired",
+		}, stdin: refEnvelope, code: exitRejected, path: "paired", reason: "request_paired",
 			check: func(t *testing.T, out map[string]any) {
 				if out["endpoint"] != nil || out["binding"] != "kvcm-a" {
 					t.Errorf("out = %v", out)
@@ -98,7 +98,7 @@ func planCases() []planCase {
 			c["bindings"].([]any)[1].(map[string]any)["authorized"] = true
 		}, stdin: refEnvelope, code: exitRejected, path: "paired", reason: "ambiguous"},
 		{name: "unresolved", edit: func(c map[string]any) { c["bindings"] = []any{} },
-			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "unresolved-missing"},
+			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "unresolved_missing"},
 		{name: "unsupported", stdin: noFetch, code: exitRejected, path: "paired", reason: "unsupported",
 			check: func(t *testing.T, out map[string]any) {
 				if out["unknown_action_types"] != float64(1) {
@@ -122,7 +122,7 @@ func planCases() []planCase {
 				p := filepath.Join(filepath.Dir(cfg), "env.json")
 				os.WriteFile(p, []byte(refEnvelope), 0o600)
 				return []string{p, "--config", cfg}
-			}, code: exitOK, path: "named-fetch", reason: nil},
+			}, code: exitOK, path: "named_fetch", reason: nil},
 		{name: "missing --config", args: func(string) []string { return []string{"-"} }, code: exitUsage, noStdout: true},
 		{name: "both on stdin", args: func(string) []string { return []string{"--config", "-", "-"} }, code: exitUsage, noStdout: true},
 		{name: "unknown config field", edit: func(c map[string]any) { c["registy"] = []any{} },

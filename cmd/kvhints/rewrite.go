@@ -11,7 +11,9 @@ import (
 
 const rewriteUsage = `Usage: kvhints rewrite [--trusted] [--max-depth N] [--max-body-bytes N] FILE|-
 
-Filters one request body the way kvgate would (DESIGN.md sections 3 and 4).
+Filters one request body the way kvgate would (docs/spec.md: "Admission
+rules", "Untrusted mode and counting", "Reading a body the way the worker
+does").
 The body that would be forwarded to the worker is written to stdout, byte
 for byte (nothing when the body is rejected), and one JSON line describing
 the outcome to stderr:

@@ -113,19 +113,19 @@ func (t idleTimer) clear() {
 	}
 }
 
-// readBody reads r's body, at most max+1 bytes, into a pooled buffer that
+// readBody reads r's body, at most limit+1 bytes, into a pooled buffer that
 // grows with what arrives: a body announced at up to firstChunk bytes gets
 // a buffer of its size at once, a longer or chunked one starts at
 // firstChunk and doubles, up to the announced size. Memory then follows
 // the bytes received, not the bytes announced: a client that announces
 // 4 MiB and sends nothing holds 32 KiB. The wait for each part is bounded
 // by idle; a body that stalls ends in an error that errTimeout reports.
-func readBody(r *http.Request, max int64, idle idleTimer) (*bodyBuf, error) {
+func readBody(r *http.Request, limit int64, idle idleTimer) (*bodyBuf, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return &bodyBuf{}, nil
 	}
-	want := max + 1 // unknown or over-long length: read one byte past the limit
-	if cl := r.ContentLength; cl > 0 && cl <= max {
+	want := limit + 1 // unknown or over-long length: read one byte past the limit
+	if cl := r.ContentLength; cl > 0 && cl <= limit {
 		want = cl
 	}
 	p, c := getBuf(int(min(want, firstChunk)))

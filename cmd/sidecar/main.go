@@ -11,8 +11,8 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,10 +24,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -36,16 +38,16 @@ type config struct {
 	Listen, Upstream, Admin string
 	FilterPath              string
 	Module                  []byte
-	PluginConfig            []byte // JSON handed to the guest
-	MaxBodyBytes            int64
+	Filter                  filter.Config // the plugin configuration
+	PluginConfig            []byte        // Filter as the JSON handed to the guest
+	MaxBodyBytes            int64         // Filter.MaxBodyBytes
 	PoolSize                int
 	CacheDir                string
 	DrainTimeout            time.Duration
 	IdleTimeout             time.Duration
+	MaxConnections          int
 	LogFlush                time.Duration
 }
-
-const defaultMaxBodyBytes = 4 << 20
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
@@ -58,6 +60,7 @@ func main() {
 	}
 	sink := newLogSink(os.Stderr, cfg.LogFlush)
 	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
+	routeStdLog(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err = run(ctx, cfg, log, nil)
 	stop()
@@ -81,7 +84,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.FilterPath, "filter", "", "path to a proxy-wasm filter module; empty: the embedded kvgate.wasm")
 	filterConfig := fs.String("filter-config", "", "filter configuration: JSON, or @file (e.g. {\"max_depth\":128,\"exclude_paths\":[\"/healthz\"]})")
 	trust := fs.Bool("trust-kv-hints", false, "admit kv_hints from clients (also TRTLLM_TRUST_KV_HINTS=1); default: remove them")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", defaultMaxBodyBytes, "largest request body accepted; larger ones get 413 before being buffered")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", filter.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filter.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
 	fs.IntVar(&cfg.PoolSize, "pool-size", 0, "wasm filter instances (0: GOMAXPROCS)")
 	defCache := ""
 	if d, err := os.UserCacheDir(); err == nil {
@@ -90,6 +93,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk wazero compilation cache; empty: none")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "longest wait for more of a request body (then 408) or for the next request on a kept-alive connection (then it is closed); 0: no limit")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections(), "most client connections open at once; more wait to be accepted; the default is half the open-file limit less a reserve")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\nFlags:\n")
@@ -104,84 +108,116 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	// Every flag is checked here, before the module is compiled, and every
+	// error names the flag as the operator wrote it.
 	if cfg.Upstream != "" {
 		u, err := url.Parse(cfg.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("-upstream %q: want an http:// or https:// base URL", cfg.Upstream)
 		}
 	}
-	for name, addr := range map[string]string{"-listen": cfg.Listen, "-admin": cfg.Admin} {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("%s %q: %v", name, addr, err)
+	for _, a := range []struct{ flag, addr string }{{"-listen", cfg.Listen}, {"-admin", cfg.Admin}} {
+		if err := checkAddr(a.addr); err != nil {
+			return nil, fmt.Errorf("%s %q: %v", a.flag, a.addr, err)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"-idle-timeout", cfg.IdleTimeout}, {"-drain-timeout", cfg.DrainTimeout}, {"-log-flush", cfg.LogFlush}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("%s %v: must be 0 or more", d.flag, d.v)
 		}
 	}
 	if cfg.PoolSize < 0 {
 		return nil, fmt.Errorf("-pool-size %d: must be 0 or more", cfg.PoolSize)
 	}
-	if cfg.IdleTimeout < 0 {
-		return nil, fmt.Errorf("-idle-timeout %v: must be 0 or more", cfg.IdleTimeout)
+	if set["max-body-bytes"] && (cfg.MaxBodyBytes < 1 || cfg.MaxBodyBytes > filter.MaxMaxBodyBytes) {
+		return nil, fmt.Errorf("-max-body-bytes %d: must be from 1 to %d (256 MiB)", cfg.MaxBodyBytes, filter.MaxMaxBodyBytes)
 	}
-	if cfg.MaxBodyBytes <= 0 {
-		return nil, fmt.Errorf("-max-body-bytes %d: must be positive", cfg.MaxBodyBytes)
+	if cfg.MaxConnections <= 0 {
+		return nil, fmt.Errorf("-max-connections %d: must be positive", cfg.MaxConnections)
 	}
 	if cfg.FilterPath != "" {
 		b, err := os.ReadFile(cfg.FilterPath)
 		if err != nil {
 			return nil, fmt.Errorf("-filter: %v", err)
 		}
+		if !bytes.HasPrefix(b, []byte("\x00asm")) {
+			return nil, fmt.Errorf("-filter %s: not a WebAssembly binary module", cfg.FilterPath)
+		}
 		cfg.Module = b
 	} else {
 		cfg.Module = wasm.Module
 	}
 
-	// The filter configuration: -filter-config, with -trust-kv-hints
+	// The plugin configuration: -filter-config, read as the guest reads
+	// it (duplicate or unknown members are errors), with -trust-kv-hints
 	// (or TRTLLM_TRUST_KV_HINTS=1) and -max-body-bytes laid over it.
-	raw := []byte(*filterConfig)
-	if strings.HasPrefix(*filterConfig, "@") {
-		b, err := os.ReadFile(strings.TrimPrefix(*filterConfig, "@"))
+	doc, name := []byte(*filterConfig), "-filter-config"
+	if file, ok := strings.CutPrefix(*filterConfig, "@"); ok {
+		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("-filter-config: %v", err)
 		}
-		raw = b
+		doc, name = b, "-filter-config "+*filterConfig
 	}
-	doc := map[string]json.RawMessage{}
-	if len(strings.TrimSpace(string(raw))) > 0 {
-		if err := json.Unmarshal(raw, &doc); err != nil {
-			return nil, fmt.Errorf("-filter-config: not a JSON object: %v", err)
-		}
+	fc, err := filter.ParseConfig(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	envTrust := getenv("TRTLLM_TRUST_KV_HINTS")
 	switch {
 	case *trust || envTrust == "1" || strings.EqualFold(envTrust, "true"):
-		doc["trust_kv_hints"] = json.RawMessage("true")
+		fc.TrustKVHints = true
 	case set["trust-kv-hints"]:
-		doc["trust_kv_hints"] = json.RawMessage("false")
+		fc.TrustKVHints = false
 	}
 	if set["max-body-bytes"] {
-		doc["max_body_bytes"] = json.RawMessage(fmt.Sprint(cfg.MaxBodyBytes))
-	} else if v, ok := doc["max_body_bytes"]; ok {
-		var n int64
-		if err := json.Unmarshal(v, &n); err == nil && n > 0 {
-			cfg.MaxBodyBytes = n
-		}
+		fc.MaxBodyBytes = int(cfg.MaxBodyBytes)
 	}
-	if len(doc) > 0 {
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return nil, err
-		}
-		cfg.PluginConfig = b
-	} else {
-		cfg.PluginConfig = []byte("{}")
-	}
+	cfg.Filter, cfg.MaxBodyBytes, cfg.PluginConfig = fc, int64(fc.MaxBodyBytes), fc.JSON()
 	return cfg, nil
+}
+
+// checkAddr checks a listen address: host:port with a port from 0 to
+// 65535 (or a service name). Whether it can be bound is found out by
+// binding it, also before the module is compiled (run).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
 }
 
 // listeners are the addresses a running sidecar serves on (for tests).
 type listeners struct{ API, Admin, Upstream string }
 
-// run serves until ctx is done, then drains and shuts down.
+// run serves until ctx is done, then drains and shuts down. The
+// listeners are bound and the cache directory made before the module is
+// compiled, so that an address in use or a directory that cannot be
+// written fails at once, naming its flag; connections that arrive while
+// the module compiles wait in the listen queue.
 func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- listeners) error {
+	apiLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("-listen %s: %w", cfg.Listen, err)
+	}
+	defer apiLn.Close()
+	adminLn, err := net.Listen("tcp", cfg.Admin)
+	if err != nil {
+		return fmt.Errorf("-admin %s: %w", cfg.Admin, err)
+	}
+	defer adminLn.Close()
+	if cfg.CacheDir != "" {
+		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+			return fmt.Errorf("-cache-dir: %w", err)
+		}
+	}
 	upstream := cfg.Upstream
 	if upstream == "" {
 		echo, err := startEcho(log)
@@ -192,31 +228,24 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		upstream = "http://" + echo.Addr
 		log.Info("no -upstream: using the built-in echo worker, which answers with what it received", "upstream", upstream)
 	}
+	log.Info("compiling the filter module", "filter", filterName(cfg), "cache_dir", cfg.CacheDir)
 	s, err := newServer(ctx, cfg, upstream, log)
 	if err != nil {
+		if cfg.FilterPath != "" {
+			return fmt.Errorf("-filter %s: %w", cfg.FilterPath, err)
+		}
 		return err
 	}
 	defer s.close()
 
-	apiLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
-	adminLn, err := net.Listen("tcp", cfg.Admin)
-	if err != nil {
-		apiLn.Close()
-		return err
-	}
-	// Bodies are bounded by -idle-timeout in serve (a server-wide
-	// ReadTimeout would also cut off responses streamed for longer).
-	api := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.IdleTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnContext: connContext}
+	apiLn = s.limitConnections(apiLn, cfg.MaxConnections)
+	api := s.apiServer(cfg)
 	admin := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- api.Serve(apiLn) }()
 	go func() { errc <- admin.Serve(adminLn) }()
 	log.Info("sidecar serving", "listen", apiLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"upstream", upstream, "pool_size", s.host.Size(), "max_body_bytes", cfg.MaxBodyBytes,
+		"upstream", upstream, "max_connections", cfg.MaxConnections, "pool_size", s.host.Size(), "max_body_bytes", cfg.MaxBodyBytes,
 		"instance_memory_limit_bytes", uint64(s.memPages)<<16, "instance_retire_bytes", s.retireBytes, "filter", filterName(cfg))
 	if started != nil {
 		started <- listeners{API: apiLn.Addr().String(), Admin: adminLn.Addr().String(), Upstream: upstream}

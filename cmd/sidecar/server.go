@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/host"
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -70,7 +71,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Help: "Requests handled by the sidecar, by outcome.",
 	}, []string{"outcome"})
 	s.outcomes = map[string]prometheus.Counter{}
-	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "body_timeout", "client_gone"} {
+	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "body_timeout", "client_gone", "unsupported_protocol"} {
 		s.outcomes[o] = s.requests.WithLabelValues(o)
 	}
 	s.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -100,24 +101,35 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 1024
-	tr.MaxIdleConnsPerHost = 1024
+	tr.MaxIdleConns = maxIdleUpstream
+	tr.MaxIdleConnsPerHost = maxIdleUpstream
 	tr.DisableCompression = true
 	// Headers and a small body leave in one write.
 	tr.WriteBufferSize = 64 << 10
 	s.proxy = &httputil.ReverseProxy{
 		Transport: tr,
+		ErrorLog:  newNetLogger(log, "proxy"),
 		// FlushInterval 0: ReverseProxy itself flushes every write of a
 		// text/event-stream or unknown-length (chunked) response, so
 		// streamed completions reach the client as they are produced;
 		// known-length responses are not flushed write by write.
 		BufferPool: copyBuffers{},
 		Rewrite:    s.rewrite,
+		// The sidecar never asks the worker to switch protocols (rewrite
+		// removes Upgrade): a 101 is a worker's error, answered 502, and
+		// the connection never becomes a tunnel.
+		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode == http.StatusSwitchingProtocols {
+				return errUnrequestedSwitch
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return // the client went away; the upstream request was cancelled
 			}
-			log.Warn("upstream error", "err", err, "path", r.URL.Path)
+			// Transport errors can quote the worker's bytes.
+			log.Warn("upstream error", "err", redactQuoted(err.Error()), "path", r.URL.Path)
 			writeError(w, http.StatusBadGateway, "upstream unavailable", "upstream_error")
 		},
 	}
@@ -139,11 +151,18 @@ func (s *server) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Scheme = s.upstream.Scheme
 	out.URL.Host = s.upstream.Host
 	out.Host = "" // the upstream's host
-	if base := s.upstream.Path; base != "" && base != "/" {
-		out.URL.Path = singleJoin(base, out.URL.Path)
-		out.URL.RawPath = ""
+	// The base path goes in front of the escaped path, which is kept as
+	// it is (an escaped '/' stays escaped).
+	if base := s.upstream.EscapedPath(); base != "" && base != "/" {
+		ep := singleJoin(base, out.URL.EscapedPath())
+		if p, err := url.PathUnescape(ep); err == nil {
+			out.URL.Path, out.URL.RawPath = p, ep
+		}
 	}
 	out.Header.Del("Content-Length")
+	for _, k := range hopByHopForwarded {
+		out.Header.Del(k)
+	}
 	out.GetBody = nil
 	pr.SetXForwarded()
 }
@@ -188,16 +207,35 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) serve(w *statusWriter, r *http.Request) string {
-	// Buffer at most max+1 bytes. An over-long body is still shown to the
-	// filter (cut at max+1 bytes) so that it answers 413 and counts it as
-	// Envoy's would; it is never forwarded.
-	max := s.cfg.MaxBodyBytes
-	buf, err := readBody(r, max, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	if outcome := s.screen(w, r); outcome != "" {
+		return outcome
+	}
+	// The filter sees the request target exactly as it will be forwarded
+	// (forwardTarget), so that exclude_paths is matched on the bytes the
+	// worker gets.
+	target := forwardTarget(r.URL)
+	// A body announced over the limit is refused from the headers: none
+	// of it is read (a client that sent Expect: 100-continue gets no 100
+	// Continue), and the filter sees the headers only, so that it answers
+	// 413 and counts it as Envoy's would. Otherwise buffer at most limit+1
+	// bytes: a longer body without Content-Length is still shown to the
+	// filter (cut at limit+1 bytes) for the same reason. An over-long body is
+	// never forwarded, and the connection is closed after the 413 rather
+	// than drained of a body nobody wants.
+	limit := s.cfg.MaxBodyBytes
+	_, tooLargeMsg := httperr.BodyTooLarge(r.ContentLength, int(limit))
+	withheld := tooLargeMsg != ""
+	buf, err := &bodyBuf{}, error(nil)
+	if !withheld {
+		buf, err = readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+	}
 	switch {
 	case err != nil && errTimeout(err):
+		closeAfterReply(w) // answer now, not once the rest of the body came
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout), "invalid_request_error")
 		return "body_timeout"
 	case err != nil:
+		closeAfterReply(w) // what is left of the connection is not a request
 		writeError(w, http.StatusBadRequest, "cannot read the request body", "invalid_request_error")
 		return "bad_request"
 	}
@@ -209,16 +247,28 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 			buf.release()
 		}
 	}()
+	if k := forbiddenTrailer(r.Trailer); k != "" {
+		writeError(w, http.StatusBadRequest, "the request's trailer carries "+k+", which a trailer must not", "invalid_request_error")
+		return "bad_request"
+	}
 	body := buf.bytes()
-	tooLarge := int64(len(body)) > max
+	if !withheld {
+		_, tooLargeMsg = httperr.BodyTooLarge(int64(len(body)), int(limit))
+	}
+	tooLarge := tooLargeMsg != ""
+	if tooLarge {
+		// After the handler, net/http would wait for up to 256 KiB more of
+		// the body before closing: nobody wants it.
+		closeAfterReply(w)
+	}
 	// A body the filter changes is written into pooled memory too
 	// (changedBody); only the last one the guest wrote is forwarded (and
 	// released by it).
 	var changed *bodyBuf
 	defer func() { changed.release() }()
 	req := &host.Request{
-		Method: r.Method, Path: r.RequestURI, Authority: r.Host, Protocol: r.Proto,
-		Header: r.Header, Body: body, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
+		Method: r.Method, Path: target, Authority: r.Host, Protocol: r.Proto,
+		Header: r.Header, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
 	}
 	if r.TLS != nil {
 		req.Scheme = "https"
@@ -241,8 +291,8 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded", "service_unavailable")
 		return "filter_failure"
 	}
-	if tooLarge && (d.Local == nil || d.Local.Status != http.StatusRequestEntityTooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", max), "invalid_request_error")
+	if tooLarge && d.Local == nil { // the guest's own refusal (413, or 415 for an encoded body) stands
+		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg, httperr.TypeInvalidRequest)
 		return "too_large"
 	}
 	if d.Local != nil {
@@ -277,7 +327,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		if d.Method != "" {
 			out.Method = d.Method
 		}
-		if d.Path != "" && d.Path != r.RequestURI {
+		if d.Path != "" && d.Path != target {
 			if u, err := url.ParseRequestURI(d.Path); err == nil {
 				nu := *r.URL
 				nu.Path, nu.RawPath, nu.RawQuery = u.Path, u.RawPath, u.RawQuery
@@ -304,10 +354,10 @@ func failureReason(err error) string {
 	return "error"
 }
 
-// writeError answers with an OpenAI-style JSON error.
+// writeError answers with an OpenAI-style JSON error (the guest's own).
 func writeError(w http.ResponseWriter, status int, msg, typ string) {
 	w.Header().Set("Content-Type", "application/json")
-	b := fmt.Appendf(nil, `{"error":{"message":%q,"type":%q,"code":%d}}`, msg, typ, status)
+	b := httperr.Body(status, typ, msg)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

@@ -14,12 +14,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/filter"
 )
 
 var (
@@ -85,11 +88,13 @@ func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc
 	panic("unreachable")
 }
 
-// recorder is a worker that records what reaches it.
+// recorder is a worker that records what reaches it: bodies and request
+// targets, as received.
 type recorder struct {
-	mu     sync.Mutex
-	bodies [][]byte
-	hits   atomic.Int64
+	mu      sync.Mutex
+	bodies  [][]byte
+	targets []string
+	hits    atomic.Int64
 }
 
 func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,9 +102,20 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.hits.Add(1)
 	rc.mu.Lock()
 	rc.bodies = append(rc.bodies, b)
+	rc.targets = append(rc.targets, r.RequestURI)
 	rc.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"ok":true}`))
+}
+
+// lastTarget is the request target of the last request received.
+func (rc *recorder) lastTarget() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.targets) == 0 {
+		return ""
+	}
+	return rc.targets[len(rc.targets)-1]
 }
 
 func (rc *recorder) last() []byte {
@@ -160,27 +176,51 @@ func TestFlags(t *testing.T) {
 			return ""
 		}
 	}
+	def := filter.DefaultConfig()
 	cfg, err := parseFlags(nil, env(""), io.Discard)
-	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || string(cfg.PluginConfig) != "{}" || cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute {
+	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || !reflect.DeepEqual(cfg.Filter, def) ||
+		cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.MaxConnections < 64 {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
-	cfg, _ = parseFlags(nil, env("1"), io.Discard)
-	if string(cfg.PluginConfig) != `{"trust_kv_hints":true}` {
-		t.Fatalf("env trust: %s", cfg.PluginConfig)
+	// The guest is handed exactly the configuration checked here.
+	for _, args := range [][]string{nil, {"-filter-config", `{"exclude_paths":["/healthz","/static/*"]}`, "-trust-kv-hints"}} {
+		cfg, err := parseFlags(args, env(""), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, err := filter.ParseConfig(cfg.PluginConfig); err != nil || !reflect.DeepEqual(back, cfg.Filter) {
+			t.Fatalf("%q: the guest would read %s as %+v (%v), not %+v", args, cfg.PluginConfig, back, err, cfg.Filter)
+		}
 	}
+	with := func(f func(*filter.Config)) filter.Config { c := def; f(&c); return c }
 	f := filepath.Join(t.TempDir(), "c.json")
 	_ = os.WriteFile(f, []byte(`{"max_depth":64,"max_body_bytes":1000}`), 0o600)
-	cfg, err = parseFlags([]string{"-filter-config", "@" + f, "-trust-kv-hints"}, env(""), io.Discard)
-	if err != nil || string(cfg.PluginConfig) != `{"max_body_bytes":1000,"max_depth":64,"trust_kv_hints":true}` || cfg.MaxBodyBytes != 1000 {
-		t.Fatalf("@file: %s %d %v", cfg.PluginConfig, cfg.MaxBodyBytes, err)
-	}
-	cfg, _ = parseFlags([]string{"-max-body-bytes", "77"}, env(""), io.Discard)
-	if string(cfg.PluginConfig) != `{"max_body_bytes":77}` || cfg.MaxBodyBytes != 77 {
-		t.Fatalf("max body: %s", cfg.PluginConfig)
+	for _, c := range []struct {
+		args []string
+		env  string
+		want filter.Config
+	}{
+		{nil, "1", with(func(c *filter.Config) { c.TrustKVHints = true })},
+		{nil, "TRUE", with(func(c *filter.Config) { c.TrustKVHints = true })},
+		{nil, "0", def},
+		{[]string{"-trust-kv-hints=false"}, "1", with(func(c *filter.Config) { c.TrustKVHints = true })},
+		{[]string{"-filter-config", `{"trust_kv_hints":true}`, "-trust-kv-hints=false"}, "", def},
+		{[]string{"-filter-config", `{"trust_kv_hints":true}`}, "", with(func(c *filter.Config) { c.TrustKVHints = true })},
+		{[]string{"-filter-config", "@" + f, "-trust-kv-hints"}, "",
+			with(func(c *filter.Config) { c.MaxDepth, c.MaxBodyBytes, c.TrustKVHints = 64, 1000, true })},
+		{[]string{"-filter-config", "@" + f, "-max-body-bytes", "2000"}, "",
+			with(func(c *filter.Config) { c.MaxDepth, c.MaxBodyBytes = 64, 2000 })},
+		{[]string{"-max-body-bytes", "77"}, "", with(func(c *filter.Config) { c.MaxBodyBytes = 77 })},
+		{[]string{"-max-body-bytes", strconv.Itoa(filter.MaxMaxBodyBytes)}, "", with(func(c *filter.Config) { c.MaxBodyBytes = filter.MaxMaxBodyBytes })},
+	} {
+		cfg, err := parseFlags(c.args, env(c.env), io.Discard)
+		if err != nil || !reflect.DeepEqual(cfg.Filter, c.want) || cfg.MaxBodyBytes != int64(c.want.MaxBodyBytes) {
+			t.Errorf("%q env %q: %+v (max body %d), want %+v (%v)", c.args, c.env, cfg.Filter, cfg.MaxBodyBytes, c.want, err)
+		}
 	}
 	for _, bad := range [][]string{
 		{"-upstream", "ftp://x"}, {"-listen", "nope"}, {"-pool-size", "-1"}, {"-max-body-bytes", "0"},
-		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"}, {"-idle-timeout", "-1s"},
+		{"-filter-config", "[1]"}, {"-filter", "/no/such.wasm"}, {"-bogus"}, {"extra"}, {"-idle-timeout", "-1s"}, {"-max-connections", "0"},
 	} {
 		if _, err := parseFlags(bad, env(""), io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -188,13 +228,15 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// The guest validates its configuration; an invalid one stops start-up
-// with the guest's message.
+// A guest that refuses its configuration stops start-up with its message.
+// The sidecar checks -filter-config itself, so this takes a configuration
+// that did not come from the flags.
 func TestInvalidFilterConfigStopsStartup(t *testing.T) {
-	cfg, err := parseFlags([]string{"-filter-config", `{"no_such_field":1}`, "-cache-dir", testCache(t)}, func(string) string { return "" }, io.Discard)
+	cfg, err := parseFlags([]string{"-cache-dir", testCache(t)}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.PluginConfig = []byte(`{"no_such_field":1}`)
 	_, err = newServer(context.Background(), cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), "no_such_field") {
 		t.Fatalf("err = %v", err)

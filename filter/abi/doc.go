@@ -7,12 +7,18 @@
 //
 // # Host functions imported
 //
-// Exactly the eight of proxywasm's "Host functions kvgate's guest imports",
+// Exactly the nine of proxywasm's "Host functions kvgate's guest imports",
 // from module "env": proxy_log, proxy_get_buffer_bytes,
 // proxy_set_buffer_bytes, proxy_get_header_map_pairs,
 // proxy_remove_header_map_value, proxy_send_local_response,
-// proxy_define_metric and proxy_increment_metric. A host running this
-// module must provide all of them.
+// proxy_define_metric, proxy_increment_metric and proxy_get_property. A
+// host running this module must provide all of them; Envoy (1.33 and
+// later) and the proxy-wasm-go-sdk v0.24.0 proxytest runner both do.
+//
+// proxy_get_property is called only when trusted_senders is configured,
+// for the paths "connection\0mtls", "connection\0uri_san_peer_certificate",
+// "connection\0dns_san_peer_certificate" and "source\0address" (segments
+// separated by NUL, no trailing NUL).
 //
 // WASI (module "wasi_snapshot_preview1"): whatever the Go runtime imports
 // (fd_write, random_get, clock_time_get, environ_*, args_*, proc_exit,

@@ -148,6 +148,13 @@ func (wasmHost) IncrementCounter(id uint32, delta int64) error {
 	return nil
 }
 
+func (wasmHost) GetProperty(path string) ([]byte, error) {
+	returned()
+	st := proxyGetProperty(stringAddr(path), uint32(len(path)), addr(&retData), addr(&retSize))
+	runtime.KeepAlive(path)
+	return result("proxy_get_property", st)
+}
+
 func (wasmHost) Reserve(n int) {
 	mem.Reset()
 	mem.Reserve(n)

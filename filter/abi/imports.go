@@ -31,3 +31,6 @@ func proxyDefineMetric(metricType proxywasm.MetricType, nameData, nameSize, retu
 
 //go:wasmimport env proxy_increment_metric
 func proxyIncrementMetric(metricID uint32, offset int64) proxywasm.Status
+
+//go:wasmimport env proxy_get_property
+func proxyGetProperty(pathData, pathSize, returnValueData, returnValueSize uint32) proxywasm.Status

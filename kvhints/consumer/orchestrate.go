@@ -57,9 +57,9 @@ const (
 	PathNamedFetch
 )
 
-var pathNames = [...]string{PathPaired: "paired", PathNamedFetch: "named-fetch"}
+var pathNames = [...]string{PathPaired: "paired", PathNamedFetch: "named_fetch"}
 
-// String returns "paired" or "named-fetch".
+// String returns "paired" or "named_fetch".
 func (p Path) String() string {
 	if int(p) < len(pathNames) {
 		return pathNames[p]
@@ -107,18 +107,18 @@ const (
 
 var reasonNames = [...]string{
 	ReasonNone:                  "",
-	ReasonExcludedLoRA:          "excluded-lora",
-	ReasonNotGenerationOnly:     "not-generation-only",
+	ReasonExcludedLoRA:          "excluded_lora",
+	ReasonNotGenerationOnly:     "not_generation_only",
 	ReasonAbsent:                "absent",
 	ReasonDiscarded:             "discarded",
 	ReasonUnsupported:           "unsupported",
-	ReasonUnresolved:            "unresolved-missing",
+	ReasonUnresolved:            "unresolved_missing",
 	ReasonAmbiguous:             "ambiguous",
 	ReasonUnauthorized:          "unauthorized",
-	ReasonRequestPaired:         "request-paired",
-	ReasonPayloadInvalid:        "payload-invalid",
-	ReasonEndpointNotRegistered: "endpoint-not-registered",
-	ReasonProviderRejected:      "provider-rejected",
+	ReasonRequestPaired:         "request_paired",
+	ReasonPayloadInvalid:        "payload_invalid",
+	ReasonEndpointNotRegistered: "endpoint_not_registered",
+	ReasonProviderRejected:      "provider_rejected",
 }
 
 // String returns the reason's name ("absent", ...), or "" for ReasonNone.

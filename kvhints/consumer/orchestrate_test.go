@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"regexp"
 	"slices"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestGuardRuntimeBypassedProviderBlocks(t *testing.T) {
 	r.o.skipRegistryCheck = true
 	d := r.o.Decide(ctx, pdReq(), hintOf(t, fetchAct("a1", evilEndpoint)), capsAB())
 	if d.Path != PathPaired || d.Reason != ReasonProviderRejected {
-		t.Fatalf("decision = %v, want paired/provider-rejected", d)
+		t.Fatalf("decision = %v, want paired/provider_rejected", d)
 	}
 	r.assertNoWork(t)
 	checkPD(t, d)
@@ -42,7 +43,7 @@ func TestGuardProviderBypassedRuntimeBlocks(t *testing.T) {
 	r.fetchProv.skipValidation = true
 	d := r.o.Decide(ctx, pdReq(), hintOf(t, fetchAct("a1", evilEndpoint)), capsAB())
 	if d.Path != PathPaired || d.Reason != ReasonEndpointNotRegistered {
-		t.Fatalf("decision = %v, want paired/endpoint-not-registered", d)
+		t.Fatalf("decision = %v, want paired/endpoint_not_registered", d)
 	}
 	if r.provider.calls() != 0 {
 		t.Errorf("provider was called %d times", r.provider.calls())
@@ -408,7 +409,7 @@ func TestDecisionStringHidesContents(t *testing.T) {
 	r := newRig(t, []Binding{authorized("b1", famA)}, []string{goodEndpoint}, []string{goodEndpoint})
 	d := r.o.Plan(pdReq(), hintOf(t, fetchAct("secret-id", goodEndpoint)), capsAB())
 	s := d.String()
-	if s != "consumer.Decision(named-fetch action=0 binding=b1)" {
+	if s != "consumer.Decision(named_fetch action=0 binding=b1)" {
 		t.Fatalf("String = %s", s)
 	}
 }
@@ -438,4 +439,25 @@ func TestRunWithoutProvider(t *testing.T) {
 	}
 	r.assertNoWork(t)
 	checkPD(t, d)
+}
+
+// TestNameStyle: the reason and path names are snake_case, the style of
+// kvhints' own reasons, so one log or metric label set reads the same.
+func TestNameStyle(t *testing.T) {
+	style := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+	var names []string
+	for r := ReasonNone + 1; int(r) < len(reasonNames); r++ {
+		names = append(names, r.String())
+	}
+	for p := range pathNames {
+		names = append(names, Path(p).String())
+	}
+	for _, r := range kvhints.Reasons {
+		names = append(names, r.String()) // the style this follows
+	}
+	for _, n := range names {
+		if !style.MatchString(n) {
+			t.Errorf("%q is not snake_case", n)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/envoy"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
 // chatBody returns an OpenAI chat body of about n bytes with the reference
@@ -101,7 +102,7 @@ func BenchmarkHosts(t *testing.B) {
 	}
 	bin := sidecarBinary(t)
 	w := startWorker(t)
-	pf, pp := envoy.FreePort(t), envoy.FreePort(t)
+	pf, pp := envoytest.FreePort(t), envoytest.FreePort(t)
 	startEnvoy(t, w.Addr, []envoy.Listener{{Name: "filter", Port: pf}, {Name: "plain", Port: pp, NoFilter: true}})
 	sc := startSidecar(t, bin, w.Addr, `{}`, t.TempDir())
 	targets := []struct{ name, url string }{

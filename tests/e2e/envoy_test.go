@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
 // bodyOfSize returns a JSON chat body of exactly n bytes carrying a hint.
@@ -24,7 +25,7 @@ func bodyOfSize(n int) []byte {
 // however it is framed, while a body of exactly 4 MiB is forwarded whole.
 func TestEnvoyRunsWasm(t *testing.T) {
 	w := startWorker(t)
-	port := envoy.FreePort(t)
+	port := envoytest.FreePort(t)
 	e := startEnvoy(t, w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
 var (
@@ -101,8 +102,8 @@ type sidecar struct {
 func startSidecar(t testing.TB, bin, upstream, pluginConfig, cacheDir string, extra ...string) *sidecar {
 	t.Helper()
 	s := &sidecar{
-		API:   fmt.Sprintf("127.0.0.1:%d", envoy.FreePort(t)),
-		Admin: fmt.Sprintf("127.0.0.1:%d", envoy.FreePort(t)),
+		API:   fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t)),
+		Admin: fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t)),
 		log:   &bytes.Buffer{},
 	}
 	args := append([]string{"-listen", s.API, "-admin", s.Admin, "-upstream", "http://" + upstream,
@@ -155,21 +156,22 @@ func (s *sidecar) metrics() (string, error) {
 
 // startEnvoy renders the committed bootstrap with the given listeners in
 // front of upstream and starts Envoy on it.
-func startEnvoy(t testing.TB, upstream string, listeners []envoy.Listener) *envoy.Process {
+func startEnvoy(t testing.TB, upstream string, listeners []envoy.Listener) *envoytest.Process {
 	t.Helper()
-	bin := envoy.Binary(t)
-	admin := envoy.FreePort(t)
+	bin := envoytest.Binary(t)
+	admin := envoytest.FreePort(t)
 	cfg, err := envoy.Render(envoy.Options{AdminPort: admin, Upstream: upstream, ModulePath: modulePath, Listeners: listeners})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return envoy.Start(t, bin, cfg, admin, 2)
+	return envoytest.Start(t, bin, cfg, admin, 2)
 }
 
 // response is what a client received.
 type response struct {
-	Status int
-	Body   []byte
+	Status      int
+	ContentType string
+	Body        []byte
 }
 
 // send writes one HTTP/1.1 request exactly as given (request target,
@@ -222,7 +224,7 @@ func send(addr, method, target string, headers map[string]string, body []byte, c
 	if err != nil {
 		return response{}, err
 	}
-	return response{Status: resp.StatusCode, Body: rb}, nil
+	return response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: rb}, nil
 }
 
 // series are the values of the filter's metric families in one scrape,

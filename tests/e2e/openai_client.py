@@ -5,7 +5,7 @@
 
 For every target it calls chat.completions, completions and responses, each
 with stream=False and stream=True, passing extra_body={"kv_hints": ENVELOPE}
-(pretty-printed key order as in DESIGN.md, serialised by the client) and an
+(the reference envelope of docs/spec.md, serialised by the client) and an
 X-Kvgate-Case header "NAME/API/stream|plain" so the recording worker can file
 what arrived. It checks that the client parsed each answer, and prints one
 JSON line per call: {"key", "api", "stream", "sent", "text"}, where "sent"

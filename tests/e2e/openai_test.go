@@ -12,9 +12,10 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
-// canonicalEnvelope is DESIGN.md's reference envelope in canonical compact
+// canonicalEnvelope is docs/spec.md's reference envelope in canonical compact
 // form: what a trusted filter must forward for the client's envelope.
 const canonicalEnvelope = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
 
@@ -25,11 +26,11 @@ const canonicalEnvelope = `{"protocol_version":"0.1","message_id":"msg-123","act
 // answer, and the worker must have received the hint removed (untrusted) or
 // as the canonical envelope (trusted), and every other member as sent.
 func TestOpenAIClient(t *testing.T) {
-	python := envoy.Python(t)
+	python := envoytest.Python(t)
 	bin := sidecarBinary(t)
 	w := startWorker(t)
 	untrusted, trusted := `{"trust_kv_hints":false}`, `{"trust_kv_hints":true}`
-	pu, pt := envoy.FreePort(t), envoy.FreePort(t)
+	pu, pt := envoytest.FreePort(t), envoytest.FreePort(t)
 	startEnvoy(t, w.Addr, []envoy.Listener{{Name: "untrusted", Port: pu, PluginConfig: untrusted}, {Name: "trusted", Port: pt, PluginConfig: trusted}})
 	cache := t.TempDir()
 	su := startSidecar(t, bin, w.Addr, untrusted, cache)

@@ -258,6 +258,15 @@ def check_shape(c):
     need(isinstance(c["trusted"], bool), "trusted must be a boolean")
     need(isinstance(c.get("max_depth", 128), int) and c.get("max_depth", 128) > 0, "bad max_depth")
     need(isinstance(c.get("max_body_bytes", 0), int) and c.get("max_body_bytes", 0) >= 0, "bad max_body_bytes")
+    if "sender" in c or "trusted_senders" in c:
+        # trusted is then the decision the rules reach for this sender.
+        need(isinstance(c.get("trusted_senders"), list) and isinstance(c.get("sender"), dict),
+             "sender and trusted_senders go together")
+        snd = c["sender"]
+        need(sorted(snd) == ["dns_san", "mtls", "source_address", "uri_san"]
+             and snd["mtls"] in (True, False, None)
+             and all(snd[k] is None or isinstance(snd[k], str) for k in ("uri_san", "dns_san", "source_address")),
+             "sender needs mtls (bool or null) and uri_san, dns_san, source_address (string or null)")
     r = c["request"]
     need(isinstance(r.get("method"), str) and isinstance(r.get("path"), str) and r["path"].startswith("/"),
          "request needs method and path")

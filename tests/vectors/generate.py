@@ -2,7 +2,7 @@
 """Generate the kvgate conformance vectors (tests/vectors/*.json).
 
 Python 3.11, standard library only.  Every expectation is derived here from
-DESIGN.md sections 3 and 4 *by construction*: a request body is assembled from
+docs/spec.md (admission, untrusted mode, reading a body) *by construction*: a request body is assembled from
 pieces (head, members with their separators, tail), and the forwarded body is
 assembled from the same pieces with hint members dropped or their value
 replaced by the canonical bytes.  Nothing here runs or reads the Go code.
@@ -29,7 +29,7 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-COMPACT_LIMIT = 65536          # DESIGN.md 3 rule 4
+COMPACT_LIMIT = 65536          # docs/spec.md, Admission rules, rule 4
 RAW_BOUND = 1 << 20            # cheap raw bound on the hint value (1 MiB)
 DEFAULT_DEPTH = 128
 BOM = b"\xef\xbb\xbf"
@@ -38,7 +38,7 @@ COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed",
 CHAT = "/v1/chat/completions"
 JSON_CT = {"content-type": "application/json"}
 
-# The reference envelope of DESIGN.md section 3 (already canonical).
+# The reference envelope of docs/spec.md (already canonical).
 REF = ('{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1",'
        '"action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":'
        '"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}')
@@ -73,7 +73,7 @@ def jstr(s):
     # Python's encoder with ensure_ascii=False escapes exactly " \\ and the
     # C0 controls (\b \f \n \r \t short, others \u00xx lowercase) and leaves
     # everything else raw, including '/', DEL, U+2028 and non-ASCII: this is
-    # the minimal escaping of DESIGN.md 3 rule 4.
+    # the minimal escaping of docs/spec.md, "Compact size".
     return json.dumps(s, ensure_ascii=False)
 
 
@@ -140,7 +140,7 @@ I64_MIN, U64_MAX = -(2 ** 63), 2 ** 64 - 1
 
 
 def structure_ok(v, max_depth):
-    """DESIGN.md 3 rule 5 on a parsed envelope (an Obj)."""
+    """docs/spec.md rule 5 ("Structure") on a parsed envelope (an Obj)."""
     def get(o, name):
         vals = [x for k, x in o if k == name]
         return vals[-1] if vals else KeyError
@@ -192,7 +192,7 @@ def structure_ok(v, max_depth):
 
 
 def model_admit(raw_text, max_depth=DEFAULT_DEPTH):
-    """Independent model of DESIGN.md 3 (rules 1-6) for one hint value.
+    """Independent model of docs/spec.md's rules 1-6 for one hint value.
     Returns (verdict, canonical-or-None)."""
     v = parse_raw(raw_text)
     if v is None:
@@ -396,7 +396,7 @@ def hint_case(group, short, desc, trusted, body, verdict=None, canonical=None,
     """A forwarded case on a constructed object body.
 
     verdict: for a trusted body with exactly one kv_hints member, the verdict of
-    DESIGN.md 3 ("admitted", "null", "malformed", "unknown_version",
+    docs/spec.md's rules ("admitted", "null", "malformed", "unknown_version",
     "oversized"); it must agree with the model.  For other bodies it may be
     given as the expected outcome ("no_hint", "null_hint", "stripped",
     "discarded") and is checked."""
@@ -1366,9 +1366,148 @@ def gen_large():
               B(K("prompt", tricky), H(pretty(REF)), MODEL()), "admitted", REF)
 
 
+# ---------------------------------------------------------------------------
+# Trusted senders (docs/spec.md, Trusted senders): the same admission, with
+# trust decided per request from the sender's connection properties.
+# ---------------------------------------------------------------------------
+
+ROUTER = "spiffe://cluster.local/ns/llm/sa/router"
+
+# One rule list for the whole group, so that every case runs under the same
+# plugin configuration.  127.0.0.0/8 is deliberately not listed.
+SENDER_RULES = [
+    {"principal": ROUTER},
+    {"principal": "spiffe://cluster.local/ns/batch/sa/*"},
+    {"dns_name": "router.llm.svc"},
+    {"source_cidr": "10.8.0.0/16"},
+    {"source_cidr": "2001:db8:7::/48"},
+    {"principal": "spiffe://cluster.local/ns/edge/sa/gateway", "source_cidr": "192.168.4.0/24"},
+]
+
+
+def sender_trusted(rules, sender):
+    """The rule as the spec states it: a rule matches when every member it
+    sets matches; principal and dns_name need a verified client certificate
+    (mtls true); principal is exact, or a prefix when it ends in "/*" (the
+    URI must go on past the prefix); source_cidr holds the connection's
+    address, an IPv4-mapped IPv6 address counting as its IPv4 form."""
+    import ipaddress
+    mtls = sender["mtls"] is True
+    addr = None
+    src = sender["source_address"]
+    if src is not None:
+        host, _, port = src.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            addr = ipaddress.ip_address(host)
+            if addr.version == 6 and addr.ipv4_mapped is not None:
+                addr = addr.ipv4_mapped
+        except ValueError:
+            addr = None
+    for r in rules:
+        ok = True
+        if "principal" in r:
+            uri = sender["uri_san"] if mtls else None
+            p = r["principal"]
+            if p.endswith("/*"):
+                ok = ok and uri is not None and uri.startswith(p[:-1]) and len(uri) > len(p) - 1
+            else:
+                ok = ok and uri == p
+        if "dns_name" in r:
+            ok = ok and mtls and sender["dns_san"] == r["dns_name"]
+        if "source_cidr" in r:
+            net = ipaddress.ip_network(r["source_cidr"])
+            ok = ok and addr is not None and addr.version == net.version and addr in net
+        if ok:
+            return True
+    return False
+
+
+def gen_senders():
+    g = "senders"
+
+    def sender(mtls=None, uri=None, dns=None, src=None):
+        return {"mtls": mtls, "uri_san": uri, "dns_san": dns, "source_address": src}
+
+    def case(short, desc, snd, verdict, body=None, hint_verdict=None, canonical=None):
+        """verdict: "trusted" or "untrusted", checked against the model;
+        the body (default: the reference envelope, pretty-printed, so that
+        admission visibly rewrites it) then takes the trusted or untrusted
+        path of hint_case."""
+        trusted = sender_trusted(SENDER_RULES, snd)
+        assert verdict == ("trusted" if trusted else "untrusted"), (short, verdict)
+        if body is None:
+            body = std(pretty(REF))
+            if hint_verdict is None:
+                hint_verdict, canonical = ("admitted", REF) if trusted else ("stripped", None)
+        hint_case(g, short, desc, trusted, body, hint_verdict, canonical)
+        c = GROUPS[g].pop()
+        ordered = {}
+        for k, v in c.items():
+            ordered[k] = v
+            if k == "trusted":
+                ordered["trusted_senders"] = SENDER_RULES
+                ordered["sender"] = snd
+        GROUPS[g].append(ordered)
+
+    case("router-principal", "the router's SPIFFE ID, verified: trusted, its envelope admitted",
+         sender(True, ROUTER, None, "127.0.0.1:41000"), "trusted")
+    case("router-principal-unverified", "the router's URI SAN without a verified certificate (mtls false): untrusted",
+         sender(False, ROUTER, None, "127.0.0.1:41000"), "untrusted")
+    case("router-principal-mtls-absent", "the router's URI SAN while connection.mtls is absent: untrusted",
+         sender(None, ROUTER, None, "127.0.0.1:41000"), "untrusted")
+    case("other-principal", "a verified certificate with another workload's SPIFFE ID: untrusted",
+         sender(True, "spiffe://cluster.local/ns/llm/sa/client", None, "127.0.0.1:41000"), "untrusted")
+    case("principal-longer", "the router's ID with a suffix: exact principals match exactly",
+         sender(True, ROUTER + "-2", None, "127.0.0.1:41000"), "untrusted")
+    case("prefix-principal", "a principal below a \"/*\" prefix: trusted",
+         sender(True, "spiffe://cluster.local/ns/batch/sa/job7", None, "127.0.0.1:41000"), "trusted")
+    case("prefix-principal-itself", "the prefix itself, with nothing after the slash: untrusted",
+         sender(True, "spiffe://cluster.local/ns/batch/sa/", None, "127.0.0.1:41000"), "untrusted")
+    case("prefix-principal-no-slash", "the prefix without its final slash: untrusted",
+         sender(True, "spiffe://cluster.local/ns/batch/sa", None, "127.0.0.1:41000"), "untrusted")
+    case("prefix-principal-sibling", "a sibling namespace that shares the prefix's text: untrusted",
+         sender(True, "spiffe://cluster.local/ns/batchx/sa/job7", None, "127.0.0.1:41000"), "untrusted")
+    case("dns-name", "the router's DNS SAN, verified: trusted",
+         sender(True, None, "router.llm.svc", "127.0.0.1:41000"), "trusted")
+    case("dns-name-unverified", "the router's DNS SAN without a verified certificate: untrusted",
+         sender(False, None, "router.llm.svc", "127.0.0.1:41000"), "untrusted")
+    case("dns-name-in-uri-san", "the DNS name presented as a URI SAN: untrusted",
+         sender(True, "router.llm.svc", None, "127.0.0.1:41000"), "untrusted")
+    case("cidr-ipv4", "no certificate, source address inside an IPv4 rule: trusted",
+         sender(False, None, None, "10.8.3.4:52000"), "trusted")
+    case("cidr-ipv4-outside", "no certificate, source address outside every rule: untrusted",
+         sender(False, None, None, "10.9.0.1:52000"), "untrusted")
+    case("cidr-ipv4-mapped", "an IPv4-mapped IPv6 source address inside an IPv4 rule: trusted",
+         sender(False, None, None, "[::ffff:10.8.0.1]:52000"), "trusted")
+    case("cidr-ipv6", "an IPv6 source address inside an IPv6 rule: trusted",
+         sender(False, None, None, "[2001:db8:7::42]:443"), "trusted")
+    case("cidr-ipv6-outside", "an IPv6 source address outside the IPv6 rule: untrusted",
+         sender(False, None, None, "[2001:db8:8::42]:443"), "untrusted")
+    case("principal-and-cidr", "principal and source_cidr both match: trusted",
+         sender(True, "spiffe://cluster.local/ns/edge/sa/gateway", None, "192.168.4.20:5000"), "trusted")
+    case("principal-cidr-outside", "principal matches but the source address is outside the rule's CIDR: untrusted",
+         sender(True, "spiffe://cluster.local/ns/edge/sa/gateway", None, "192.168.5.20:5000"), "untrusted")
+    case("principal-source-absent", "principal matches but source.address is absent: untrusted",
+         sender(True, "spiffe://cluster.local/ns/edge/sa/gateway", None, None), "untrusted")
+    case("no-properties", "no property at all: untrusted",
+         sender(None, None, None, None), "untrusted")
+    case("trusted-malformed", "a trusted sender's malformed envelope is discarded as malformed, not untrusted",
+         sender(True, ROUTER, None, "127.0.0.1:41000"), "trusted",
+         body=std(env({"message_id": DROP})), hint_verdict="malformed")
+    case("untrusted-null-hint", "an untrusted sender's null hint is removed, not counted",
+         sender(False, None, None, "127.0.0.1:41000"), "untrusted",
+         body=std("null"), hint_verdict="null_hint")
+    case("trusted-no-hint", "a trusted sender's body without kv_hints is forwarded unchanged",
+         sender(True, ROUTER, None, "127.0.0.1:41000"), "trusted",
+         body=B(MODEL(), MSGS()), hint_verdict="no_hint")
+
+
 def main():
     for gen in (gen_admission, gen_untrusted, gen_members, gen_version, gen_structure, gen_numbers,
-                gen_strings, gen_size, gen_depth, gen_body, gen_encoding, gen_http, gen_large):
+                gen_strings, gen_size, gen_depth, gen_body, gen_encoding, gen_http, gen_large,
+                gen_senders):
         gen()
     total = 0
     for old in os.listdir(HERE):

@@ -1,9 +1,7 @@
-// Package vectors loads the shared conformance cases of tests/vectors so
-// that every Go runner (kvhints natively, the filter with a fake host, the
-// compiled module under proxytest and under host/) reads them the same way.
 package vectors
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -20,11 +18,65 @@ type Case struct {
 	Name        string
 	Description string
 	Trusted     bool
+	// TrustedSenders is the plugin configuration's trusted_senders list,
+	// nil for a case without one. With it, Trusted is the decision the
+	// rules reach for Sender, and the filter runs without trust_kv_hints.
+	TrustedSenders json.RawMessage
+	// Sender are the sender's connection properties; nil unless
+	// TrustedSenders is set. A runner that cannot supply them must skip
+	// the case.
+	Sender *Sender
 	// MaxDepth and MaxBodyBytes are 0 when the case uses the defaults.
 	MaxDepth     int
 	MaxBodyBytes int
 	Request      Request
 	Expect       Expect
+}
+
+// Sender is what the host knows about a request's sender, as the four
+// properties the filter reads; nil fields are absent properties.
+type Sender struct {
+	// MTLS is connection.mtls (one byte, 1 or 0, in Envoy's encoding).
+	MTLS *bool `json:"mtls"`
+	// URISAN is connection.uri_san_peer_certificate.
+	URISAN *string `json:"uri_san"`
+	// DNSSAN is connection.dns_san_peer_certificate.
+	DNSSAN *string `json:"dns_san"`
+	// SourceAddress is source.address ("ip:port", "[ip]:port").
+	SourceAddress *string `json:"source_address"`
+}
+
+// SenderProperties are the names of the four properties, as Envoy calls
+// them (proxy-wasm paths put a NUL byte where the dot is).
+var SenderProperties = [...]string{"connection.mtls", "connection.uri_san_peer_certificate",
+	"connection.dns_san_peer_certificate", "source.address"}
+
+// Property returns one of SenderProperties in Envoy's encoding (a bool as
+// one byte, a string as its bytes), and false when it is absent.
+func (s *Sender) Property(name string) ([]byte, bool) {
+	str := func(v *string) ([]byte, bool) {
+		if v == nil {
+			return nil, false
+		}
+		return []byte(*v), true
+	}
+	switch name {
+	case "connection.mtls":
+		if s.MTLS == nil {
+			return nil, false
+		}
+		if *s.MTLS {
+			return []byte{1}, true
+		}
+		return []byte{0}, true
+	case "connection.uri_san_peer_certificate":
+		return str(s.URISAN)
+	case "connection.dns_san_peer_certificate":
+		return str(s.DNSSAN)
+	case "source.address":
+		return str(s.SourceAddress)
+	}
+	return nil, false
 }
 
 // Request is the HTTP request of a case.
@@ -71,12 +123,14 @@ type fileJSON struct {
 }
 
 type caseJSON struct {
-	Name         string `json:"name"`
-	Description  string `json:"description"`
-	Trusted      bool   `json:"trusted"`
-	MaxDepth     int    `json:"max_depth"`
-	MaxBodyBytes int    `json:"max_body_bytes"`
-	Request      struct {
+	Name           string          `json:"name"`
+	Description    string          `json:"description"`
+	Trusted        bool            `json:"trusted"`
+	TrustedSenders json.RawMessage `json:"trusted_senders"`
+	Sender         *Sender         `json:"sender"`
+	MaxDepth       int             `json:"max_depth"`
+	MaxBodyBytes   int             `json:"max_body_bytes"`
+	Request        struct {
 		Method     string            `json:"method"`
 		Path       string            `json:"path"`
 		Headers    map[string]string `json:"headers"`
@@ -127,12 +181,14 @@ func Load(dir string) ([]Case, error) {
 
 func convert(group string, cj caseJSON) (Case, error) {
 	c := Case{
-		Group:        group,
-		Name:         cj.Name,
-		Description:  cj.Description,
-		Trusted:      cj.Trusted,
-		MaxDepth:     cj.MaxDepth,
-		MaxBodyBytes: cj.MaxBodyBytes,
+		Group:          group,
+		Name:           cj.Name,
+		Description:    cj.Description,
+		Trusted:        cj.Trusted,
+		TrustedSenders: cj.TrustedSenders,
+		Sender:         cj.Sender,
+		MaxDepth:       cj.MaxDepth,
+		MaxBodyBytes:   cj.MaxBodyBytes,
 		Request: Request{
 			Method:  cj.Request.Method,
 			Path:    cj.Request.Path,
@@ -172,6 +228,9 @@ func convert(group string, cj caseJSON) (Case, error) {
 	default:
 		return c, fmt.Errorf("unknown action %q", c.Expect.Action)
 	}
+	if (c.Sender == nil) != (c.TrustedSenders == nil) {
+		return c, fmt.Errorf("sender and trusted_senders go together")
+	}
 	return c, nil
 }
 
@@ -188,9 +247,17 @@ func pick(text, b64 *string) ([]byte, error) {
 }
 
 // FilterConfig is the filter's plugin configuration (filter/config.go) that
-// a case runs under: its trust mode and any limits it sets.
+// a case runs under: its trust mode, or its trusted_senders, and any limits
+// it sets.
 func (c *Case) FilterConfig() string {
 	doc := `{"trust_kv_hints":` + strconv.FormatBool(c.Trusted)
+	if c.TrustedSenders != nil {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, c.TrustedSenders); err != nil {
+			panic(err) // the loader read it as JSON
+		}
+		doc = `{"trusted_senders":` + compact.String()
+	}
 	if c.MaxDepth != 0 {
 		doc += `,"max_depth":` + strconv.Itoa(c.MaxDepth)
 	}

@@ -1,5 +1,10 @@
 #include "textflag.h"
 
+// This file holds plainWords, the wasm version of the string scan's inner
+// loop. Its Go declaration is in plainwords_wasm.go, and plainWordsGo
+// (plainwords.go) is the definition it implements; TestPlainWords and
+// FuzzPlainWords compare the two on wasm.
+
 // SPECIAL(w) pushes the mask of the word in local w (see below) before
 // its final and with 0x80..80.
 #define SPECIAL(w) \

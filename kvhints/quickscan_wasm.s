@@ -1,7 +1,8 @@
 #include "textflag.h"
 
 // This file holds quickScan, the wasm fast path of the body scan: one
-// compact loop over an explicit stack of closers. It accepts a subset of
+// compact loop over an explicit stack of closers. Its Go declaration is in
+// quickscan_wasm.go; natively quickscan_other.go declines everything. It accepts a subset of
 // what the Go scanner (scan.go, Rewriter.scan) accepts and gives up
 // (returns -1) on everything else, leaving the answer, and the error
 // message, to the Go code. What it gives up on: any error (invalid UTF-8

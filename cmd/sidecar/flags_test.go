@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// compileMark is the start-up log line written just before the module is
+// compiled: a flag that fails without it failed before the compile.
+const compileMark = "compiling the filter module"
+
+// Every bad flag stops the built binary before the module is compiled,
+// with an error that names the flag as the operator wrote it and never a
+// position in JSON the operator did not write. Values are checked with
+// exit status 2, addresses that cannot be bound with 1; neither shows the
+// compile in the log. A module that passes the checks but does not compile
+// shows it, which proves the mark is there to be missed.
+func TestBadFlagsFailBeforeCompile(t *testing.T) {
+	bin, _ := artifacts(t)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dup := write("dup.json", `{"max_depth":5,
+ "max_depth":6}`)
+	notWasm := write("not.wasm", "not a module")
+	badWasm := write("bad.wasm", "\x00asm\x01\x00\x00\x00\xff\xff")
+	plainFile := write("file", "")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := busy.Addr().String()
+
+	for _, c := range []struct {
+		args    []string
+		code    int
+		want    []string // in stderr
+		compile bool     // the log shows the compile
+	}{
+		{args: []string{"-max-body-bytes", "300000000"}, code: 2, want: []string{"-max-body-bytes 300000000:", "268435456"}},
+		{args: []string{"-max-body-bytes", "0"}, code: 2, want: []string{"-max-body-bytes 0:"}},
+		{args: []string{"-listen", "127.0.0.1:99999"}, code: 2, want: []string{`-listen "127.0.0.1:99999"`, "port"}},
+		{args: []string{"-admin", "127.0.0.1:99999"}, code: 2, want: []string{`-admin "127.0.0.1:99999"`}},
+		{args: []string{"-listen", "no-port"}, code: 2, want: []string{`-listen "no-port"`}},
+		{args: []string{"-filter-config", `{"max_depth":5,"max_depth":6}`}, code: 2, want: []string{"-filter-config:", `duplicate member "max_depth" (at byte 15)`}},
+		{args: []string{"-filter-config", "@" + dup}, code: 2, want: []string{"-filter-config @" + dup + ":", `duplicate member "max_depth" (at byte 17)`}},
+		{args: []string{"-filter-config", `{"max_body_bytes":300000000}`}, code: 2, want: []string{"-filter-config:", "max_body_bytes: value out of range 1..268435456 (at byte 18)"}},
+		{args: []string{"-filter-config", `{"no_such":1}`}, code: 2, want: []string{"-filter-config:", `unknown member "no_such"`}},
+		{args: []string{"-filter-config", "@" + filepath.Join(dir, "missing.json")}, code: 2, want: []string{"-filter-config:", "missing.json"}},
+		{args: []string{"-upstream", "ftp://x"}, code: 2, want: []string{`-upstream "ftp://x"`}},
+		{args: []string{"-pool-size", "-1"}, code: 2, want: []string{"-pool-size -1:"}},
+		{args: []string{"-idle-timeout", "-1s"}, code: 2, want: []string{"-idle-timeout -1s:"}},
+		{args: []string{"-drain-timeout", "-1s"}, code: 2, want: []string{"-drain-timeout -1s:"}},
+		{args: []string{"-log-flush", "-1s"}, code: 2, want: []string{"-log-flush -1s:"}},
+		{args: []string{"-filter", filepath.Join(dir, "missing.wasm")}, code: 2, want: []string{"-filter:", "missing.wasm"}},
+		{args: []string{"-filter", notWasm}, code: 2, want: []string{"-filter " + notWasm + ": not a WebAssembly"}},
+		{args: []string{"-listen", inUse}, code: 1, want: []string{"-listen " + inUse + ":", "address already in use"}},
+		{args: []string{"-admin", inUse}, code: 1, want: []string{"-admin " + inUse + ":", "address already in use"}},
+		{args: []string{"-cache-dir", filepath.Join(plainFile, "cache")}, code: 1, want: []string{"-cache-dir:"}},
+		{args: []string{"-filter", badWasm}, code: 1, want: []string{"-filter " + badWasm + ":"}, compile: true},
+	} {
+		args := append([]string{"-listen", freeAddr(t), "-admin", freeAddr(t), "-cache-dir", testCache(t), "-log-flush", "0"}, c.args...)
+		// A guard against a binary that starts serving instead of failing.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		code := -1
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		out := stderr.String()
+		if code != c.code {
+			t.Errorf("%q: exit %d (%v), want %d: %s", c.args, code, err, c.code, out)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%q: stderr does not say %q: %s", c.args, w, out)
+			}
+		}
+		if strings.Contains(out, compileMark) != c.compile {
+			t.Errorf("%q: compile in the log = %v, want %v: %s", c.args, !c.compile, c.compile, out)
+		}
+	}
+}
