@@ -3,6 +3,8 @@ package filter
 import (
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // BenchmarkRequest is one 1 KiB request through the plugin with a host
@@ -12,7 +14,7 @@ func BenchmarkRequest(b *testing.B) {
 	h := newFakeHost(`{}`)
 	p, _ := newPlugin(h)
 	body := []byte(`{"model":"m","kv_hints":` + refHint + `,"prompt":"` + strings.Repeat("x", 1024-len(refHint)-40) + `"}`)
-	hdrs := SerializeHeaders([][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"},
+	hdrs := proxywasm.EncodeHeaderMap([][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"},
 		{"content-type", "application/json"}, {"content-length", "1024"}})
 	p.host = &allocFreeHost{fakeHost: h, hdrs: hdrs, body: body}
 	b.SetBytes(int64(len(body)))

@@ -219,26 +219,3 @@ func TestConfigJSON(t *testing.T) {
 		checkJSONRoundTrip(t, cfg)
 	}
 }
-
-func TestHeaderMapRoundTrip(t *testing.T) {
-	pairs := [][2]string{{":path", "/a"}, {"x", ""}, {"content-encoding", "gzip"}, {"content-encoding", "br"}}
-	var got [][2]string
-	if err := ForEachHeader(SerializeHeaders(pairs), func(k, v []byte) { got = append(got, [2]string{string(k), string(v)}) }); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, pairs) {
-		t.Fatalf("got %q", got)
-	}
-	for _, bad := range [][]byte{{1}, {1, 0, 0, 0}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 'b'}, {255, 255, 255, 255, 0, 0, 0, 0}} {
-		if err := ForEachHeader(bad, func(k, v []byte) {}); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-}
-
-func FuzzForEachHeader(f *testing.F) {
-	f.Add(SerializeHeaders([][2]string{{"a", "b"}}))
-	f.Fuzz(func(t *testing.T, m []byte) {
-		_ = ForEachHeader(m, func(k, v []byte) {})
-	})
-}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // fakeHost is an in-memory proxy: one plugin configuration, one stream at a
@@ -55,7 +57,7 @@ func (h *fakeHost) check(m string) error {
 	return nil
 }
 
-func (h *fakeHost) Log(level LogLevel, msg string) { h.logs = append(h.logs, msg) }
+func (h *fakeHost) Log(level proxywasm.LogLevel, msg string) { h.logs = append(h.logs, msg) }
 
 // give returns a copy of b as guest memory, valid until the next call that
 // returns bytes: that call overwrites it, so a filter that keeps host bytes
@@ -79,7 +81,7 @@ func (h *fakeHost) RequestHeaders() ([]byte, error) {
 	if err := h.check("RequestHeaders"); err != nil {
 		return nil, err
 	}
-	return h.give(SerializeHeaders(h.headers)), nil
+	return h.give(proxywasm.EncodeHeaderMap(h.headers)), nil
 }
 
 func (h *fakeHost) RemoveRequestHeader(name string) error {
@@ -125,7 +127,7 @@ func (h *fakeHost) SendLocalResponse(status int, details string, body, headers [
 		return errors.New("second local response")
 	}
 	lr := &localReply{status: status, details: details, body: append([]byte(nil), body...)}
-	if err := ForEachHeader(headers, func(k, v []byte) {
+	if err := proxywasm.ForEachHeader(headers, func(k, v []byte) {
 		lr.headers = append(lr.headers, [2]string{string(k), string(v)})
 	}); err != nil {
 		return err
@@ -230,8 +232,8 @@ func newPlugin(h *fakeHost) (*Plugin, bool) {
 }
 
 // send runs one request with a body through p the way a proxy does: the
-// proxy stops at the first Pause that comes with a local reply, and
-// forwards once every callback it made has returned Continue.
+// proxy stops at the first ActionPause that comes with a local reply, and
+// forwards once every callback it made has returned ActionContinue.
 func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[string]string, body []byte, m mode) outcome {
 	h.local = nil
 	h.body = nil
@@ -262,7 +264,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		n := len(body)
 		chunks = [][]byte{body[:n/3], body[n/3 : 2*n/3], body[2*n/3:]}
 	}
-	last := Continue
+	last := proxywasm.ActionContinue
 	for i, c := range chunks {
 		h.body = append(h.body, c...)
 		eos := i == len(chunks)-1 && m != modeTrailers
@@ -270,7 +272,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		if h.local != nil {
 			return outcome{local: h.local}
 		}
-		if last == Continue && !eos {
+		if last == proxywasm.ActionContinue && !eos {
 			streamed = true // this chunk went upstream as it came
 		}
 	}
@@ -280,7 +282,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 			return outcome{local: h.local}
 		}
 	}
-	if last != Continue {
+	if last != proxywasm.ActionContinue {
 		return outcome{streamed: streamed}
 	}
 	return outcome{forwarded: true, body: h.body, streamed: streamed}

@@ -7,6 +7,7 @@ import (
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/metricname"
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // Metric families the filter defines (docs/spec.md, Metrics). Each series is
@@ -48,7 +49,7 @@ const (
 // FailureBody is the 503 answer when the filter cannot do its job.
 var FailureBody = httperr.Body(503, httperr.TypeServer, "the request could not be filtered")
 
-var jsonHeaders = SerializeHeaders([][2]string{{"content-type", "application/json"}})
+var jsonHeaders = proxywasm.EncodeHeaderMap([][2]string{{"content-type", "application/json"}})
 
 // counters are the metric ids of one root context.
 type counters struct {
@@ -149,7 +150,7 @@ func (p *Plugin) OnVMStart(vmConfigSize int) bool { return true }
 func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	defer func() {
 		if recover() != nil {
-			p.host.Log(LogCritical, "kvgate: internal error while configuring")
+			p.host.Log(proxywasm.LogCritical, "kvgate: internal error while configuring")
 			ok = false
 		}
 	}()
@@ -163,20 +164,20 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	if size > 0 {
 		var err error
 		if doc, err = p.host.PluginConfig(size); err != nil {
-			p.host.Log(LogCritical, "kvgate: cannot read the plugin configuration: "+err.Error())
+			p.host.Log(proxywasm.LogCritical, "kvgate: cannot read the plugin configuration: "+err.Error())
 			return false
 		}
 	}
 	cfg, err := ParseConfig(doc)
 	if err != nil {
-		p.host.Log(LogCritical, "kvgate: "+err.Error())
+		p.host.Log(proxywasm.LogCritical, "kvgate: "+err.Error())
 		return false
 	}
 	names := MetricNames()
 	ids := make([]uint32, len(names))
 	for i, name := range names {
 		if ids[i], err = p.host.DefineCounter(name); err != nil {
-			p.host.Log(LogCritical, "kvgate: cannot define metric "+name+": "+err.Error())
+			p.host.Log(proxywasm.LogCritical, "kvgate: cannot define metric "+name+": "+err.Error())
 			return false
 		}
 	}
@@ -191,7 +192,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	}
 	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
 	p.rw.Reserve(p.reserved)
-	p.host.Log(LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
+	p.host.Log(proxywasm.LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
 		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
 	return true
@@ -208,7 +209,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 // the request would hang. Headers that went upstream early are harmless: a
 // local reply resets the upstream stream, and no body byte is forwarded
 // before the decision.
-func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (a Action) {
+func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (a proxywasm.Action) {
 	defer p.guard(id, &a)
 	s := p.stream(id)
 	var r *root
@@ -220,7 +221,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	}
 	if endOfStream {
 		s.state = stPass
-		return Continue
+		return proxywasm.ActionContinue
 	}
 	hdrs, err := p.host.RequestHeaders()
 	if err != nil {
@@ -228,7 +229,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	}
 	cfg := &r.cfg
 	excluded, status, msg := false, 0, ""
-	err = ForEachHeader(hdrs, func(k, v []byte) {
+	err = proxywasm.ForEachHeader(hdrs, func(k, v []byte) {
 		switch {
 		case string(k) == ":path":
 			excluded = cfg.Excluded(v)
@@ -249,7 +250,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	}
 	if excluded {
 		s.state = stPass
-		return Continue
+		return proxywasm.ActionContinue
 	}
 	if status != 0 {
 		return p.reject(s, r, status, msg)
@@ -258,12 +259,12 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		return p.fail(id, s, "cannot remove content-length: "+err.Error())
 	}
 	s.state = stBuffering
-	return Continue
+	return proxywasm.ActionContinue
 }
 
 // OnRequestBody buffers the body until the end of the stream, then filters
 // it. A body over the limit is answered with 413 as soon as it is seen.
-func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Action) {
+func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a proxywasm.Action) {
 	defer p.guard(id, &a)
 	s, r, a, ok := p.buffering(id, "request body")
 	if !ok {
@@ -273,14 +274,14 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Act
 		return p.reject(s, r, status, msg)
 	}
 	if !endOfStream {
-		return Pause
+		return proxywasm.ActionPause
 	}
 	return p.finish(id, s, r, bodySize)
 }
 
 // OnRequestTrailers filters the buffered body of a request that ends in
 // trailers.
-func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a Action) {
+func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a proxywasm.Action) {
 	defer p.guard(id, &a)
 	s, r, a, ok := p.buffering(id, "request trailers")
 	if !ok {
@@ -294,15 +295,15 @@ func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a Action) {
 // returns the answer: go on for a stream that is not inspected, hold for
 // one already decided, 503 for a callback out of order or a root that is
 // gone.
-func (p *Plugin) buffering(id uint32, what string) (*stream, *root, Action, bool) {
+func (p *Plugin) buffering(id uint32, what string) (*stream, *root, proxywasm.Action, bool) {
 	s := p.stream(id)
 	switch {
 	case s == nil:
 		return nil, nil, p.fail(id, s, what+" on an unknown stream"), false
 	case s.state == stPass:
-		return s, nil, Continue, false
+		return s, nil, proxywasm.ActionContinue, false
 	case s.state == stDone:
-		return s, nil, Pause, false
+		return s, nil, proxywasm.ActionPause, false
 	case s.state != stBuffering:
 		return s, nil, p.fail(id, s, what+" before request headers"), false
 	}
@@ -310,12 +311,12 @@ func (p *Plugin) buffering(id uint32, what string) (*stream, *root, Action, bool
 	if r == nil {
 		return s, nil, p.fail(id, s, what+" after its plugin was deleted"), false
 	}
-	return s, r, Continue, true
+	return s, r, proxywasm.ActionContinue, true
 }
 
 // finish reads the whole buffered body (size bytes, or as much as the host
 // holds when size < 0), rewrites it once and forwards, replaces or rejects.
-func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
+func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Action {
 	limit := r.cfg.MaxBodyBytes
 	// The sender is decided first: the body's bytes are valid only until
 	// the next host call that returns bytes.
@@ -364,7 +365,7 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
 		}
 	}
 	s.state = stDone
-	return Continue
+	return proxywasm.ActionContinue
 }
 
 // The host properties that identify the sender, as proxy-wasm property
@@ -450,7 +451,7 @@ func (p *Plugin) release(id uint32) {
 }
 
 // reject answers the request with status and the OpenAI-style error.
-func (p *Plugin) reject(s *stream, r *root, status int, msg string) Action {
+func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Action {
 	s.state = stDone
 	if err := p.host.SendLocalResponse(status, DetailsRejected, httperr.Invalid(status, msg), jsonHeaders); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
@@ -460,25 +461,25 @@ func (p *Plugin) reject(s *stream, r *root, status int, msg string) Action {
 			p.count(r.ids.rejected[i])
 		}
 	}
-	return Pause
+	return proxywasm.ActionPause
 }
 
 // fail answers 503: the request cannot be filtered. If even the local reply
 // fails, the guest traps, which the host turns into a 503 too.
-func (p *Plugin) fail(id uint32, s *stream, why string) Action {
-	p.host.Log(LogError, "kvgate: context "+strconv.FormatUint(uint64(id), 10)+": "+why+"; answering 503")
+func (p *Plugin) fail(id uint32, s *stream, why string) proxywasm.Action {
+	p.host.Log(proxywasm.LogError, "kvgate: context "+strconv.FormatUint(uint64(id), 10)+": "+why+"; answering 503")
 	if s != nil {
 		s.state = stDone
 	}
 	if err := p.host.SendLocalResponse(503, DetailsFailed, FailureBody, jsonHeaders); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
-	return Pause
+	return proxywasm.ActionPause
 }
 
 // guard turns a panic in a request callback into a 503. The shared
 // Rewriter is replaced, since a panic may have left it inconsistent.
-func (p *Plugin) guard(id uint32, a *Action) {
+func (p *Plugin) guard(id uint32, a *proxywasm.Action) {
 	if r := recover(); r != nil {
 		p.rw = kvhints.Rewriter{NoSnapshot: true}
 		p.rw.Reserve(p.reserved)
@@ -488,7 +489,7 @@ func (p *Plugin) guard(id uint32, a *Action) {
 
 func (p *Plugin) count(id uint32) {
 	if err := p.host.IncrementCounter(id, 1); err != nil {
-		p.host.Log(LogWarn, "kvgate: cannot increment a counter: "+err.Error())
+		p.host.Log(proxywasm.LogWarn, "kvgate: cannot increment a counter: "+err.Error())
 	}
 }
 

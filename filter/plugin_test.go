@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 const refHint = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
@@ -105,7 +107,7 @@ func TestNoBodyAndExcluded(t *testing.T) {
 	p, _ := newPlugin(h)
 	p.OnContextCreate(2, rootID)
 	h.headers = [][2]string{{":path", "/v1/models"}}
-	if a := p.OnRequestHeaders(2, 1, true); a != Continue || h.local != nil {
+	if a := p.OnRequestHeaders(2, 1, true); a != proxywasm.ActionContinue || h.local != nil {
 		t.Fatal("headers-only request not passed")
 	}
 	p.OnDone(2)
@@ -198,7 +200,7 @@ func TestFailClosed(t *testing.T) {
 		t.Errorf("unconfigured: %+v", out)
 	}
 	h.local = nil
-	if a := p.OnRequestBody(99, 3, true); a != Pause || h.local == nil || h.local.status != 503 {
+	if a := p.OnRequestBody(99, 3, true); a != proxywasm.ActionPause || h.local == nil || h.local.status != 503 {
 		t.Errorf("unknown stream body: %v %+v", a, h.local)
 	}
 	// If even the local reply fails, the guest traps (panics out).
@@ -231,7 +233,7 @@ func TestSteadyStateAllocations(t *testing.T) {
 	h := newFakeHost(`{}`)
 	p, _ := newPlugin(h)
 	body := []byte(`{"model":"m","kv_hints":` + refHint + `,"prompt":"` + strings.Repeat("x", 1000) + `"}`)
-	hdrs := SerializeHeaders([][2]string{{":path", "/v1/chat/completions"}, {"content-length", "1234"}})
+	hdrs := proxywasm.EncodeHeaderMap([][2]string{{":path", "/v1/chat/completions"}, {"content-length", "1234"}})
 	host := &allocFreeHost{fakeHost: h, hdrs: hdrs, body: body}
 	p.host = host
 	run := func() {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 const sendersConfig = `{"trusted_senders":[
@@ -164,7 +166,7 @@ func TestSenderSteadyStateAllocations(t *testing.T) {
 	h := newFakeHost(sendersConfig)
 	p, _ := newPlugin(h)
 	body := []byte(`{"model":"m","kv_hints":` + refHint + `,"prompt":"` + strings.Repeat("x", 1000) + `"}`)
-	hdrs := SerializeHeaders([][2]string{{":path", "/v1/chat/completions"}, {"content-length", "1234"}})
+	hdrs := proxywasm.EncodeHeaderMap([][2]string{{":path", "/v1/chat/completions"}, {"content-length", "1234"}})
 	host := &propHost{allocFreeHost: allocFreeHost{fakeHost: h, hdrs: hdrs, body: body},
 		props: map[string][]byte{PropertyMTLS: {1}, PropertyURISAN: []byte("spiffe://cluster.local/ns/batch/sa/job"),
 			PropertyDNSSAN: []byte("job.batch.svc"), PropertySourceAddress: []byte("[2001:db8:7::9]:5000")}}

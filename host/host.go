@@ -8,6 +8,13 @@
 // Options.RetireBytes is retired after its request. The host functions are
 // those of Envoy's proxy-wasm host, WASI included, with every guest pointer
 // and length bounds-checked: a bad call traps that instance only.
+//
+// This package is the pool and the request's way through the guest; the
+// rest is internal: the proxy-wasm host functions (internal/abi), WASI
+// (internal/wasi), the guest's metrics (internal/metrics), what their
+// function tables share (internal/hostcall), and the module rewrite that
+// lets a call be stopped on time (internal/instrument). The ABI is
+// documented in package proxywasm.
 package host
 
 import (
@@ -16,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +32,13 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/kvgate/kvgate/host/internal/abi"
+	"github.com/kvgate/kvgate/host/internal/hostcall"
+	"github.com/kvgate/kvgate/host/internal/instrument"
+	"github.com/kvgate/kvgate/host/internal/metrics"
+	"github.com/kvgate/kvgate/host/internal/wasi"
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 var replaceReasons = [...]string{"trap", "grown", "timeout"}
@@ -37,27 +52,24 @@ const (
 // Host is a compiled filter module with its pool of instances. It is safe
 // for concurrent use.
 type Host struct {
-	opts         Options
-	log          *slog.Logger
-	rt           wazero.Runtime
-	compiled     wazero.CompiledModule
-	cache        wazero.CompilationCache
-	epoch        time.Time
-	vmConfig     []byte
-	pluginConfig []byte
-	size         int
-	// interruptible: the module carries interrupt checks (interrupt.go)
+	opts     Options
+	log      *slog.Logger
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	cache    wazero.CompilationCache
+	epoch    time.Time
+	plugin   abi.Plugin // what the instances share
+	size     int
+	// interruptible: the module carries interrupt checks (package instrument)
 	// and calls are bounded by a per-instance watchdog instead of wazero's
 	// context termination.
 	interruptible bool
 
 	idle     chan *instance
-	metrics  metrics
-	shared   shared
+	metrics  metrics.Set
 	live     atomic.Int64
 	memBytes atomic.Int64 // linear memory of live instances, as of their last request
 	replaced [len(replaceReasons)]atomic.Uint64
-	tickWarn sync.Once
 
 	mu       sync.Mutex
 	closed   bool
@@ -90,8 +102,12 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	}
 	h := &Host{
 		opts: opts, log: opts.Logger, epoch: time.Now(),
-		vmConfig: opts.VMConfig, pluginConfig: opts.PluginConfig,
 		size: opts.PoolSize, idle: make(chan *instance, opts.PoolSize), stop: make(chan struct{}),
+	}
+	h.plugin = abi.Plugin{
+		VMConfig: opts.VMConfig, PluginConfig: opts.PluginConfig,
+		Name: opts.PluginName, RootID: opts.RootID, VMID: opts.VMID,
+		Metrics: &h.metrics, Logger: h.log, LogLevel: h.guestLogLevel, BodyAlloc: opts.BodyAlloc,
 	}
 	var err error
 	if opts.CacheDir != "" {
@@ -109,27 +125,28 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		_ = h.cache.Close(ctx)
 		return nil, err
 	}
-	// Compile the module with interrupt checks (see interrupt.go); when it
+	// Compile the module with interrupt checks (package instrument); when it
 	// cannot be rewritten, or the rewrite does not compile, fall back to
 	// wazero's own (slower) termination on context expiry.
-	env, wasi := envFuncs(), wasiFuncs()
 	if im, ierr := instrumentModule(module); ierr != nil {
 		h.log.Warn("wasm filter module cannot be instrumented for interrupts; using wazero's context termination (slower)", "err", ierr)
-	} else if err := h.compile(ctx, im, env, wasi, false); err == nil {
+	} else if err := h.compile(ctx, im, false); err == nil {
 		h.interruptible = true
 	} else {
 		h.log.Warn("instrumented wasm filter module does not compile; using wazero's context termination (slower)", "err", err)
 	}
 	if !h.interruptible {
-		if err := h.compile(ctx, module, env, wasi, true); err != nil {
+		if err := h.compile(ctx, module, true); err != nil {
 			return fail(err)
 		}
 	}
-	var intr []hostFunc
+	sigs := map[string]hostcall.Signature{}
+	hostcall.AddSignatures(sigs, "env", abi.Funcs())
+	hostcall.AddSignatures(sigs, "wasi_snapshot_preview1", wasi.Funcs())
 	if h.interruptible {
-		intr = interruptFuncs()
+		hostcall.AddSignatures(sigs, instrument.Module, interruptFuncs())
 	}
-	if err := checkModule(h.compiled, env, wasi, intr); err != nil {
+	if err := checkModule(h.compiled, sigs); err != nil {
 		return fail(err)
 	}
 	// Start the pool; the first instance alone first, so a configuration
@@ -158,7 +175,7 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 
 // compile makes a runtime with the host modules and compiles module in it;
 // closeOnDone selects wazero's context-based termination.
-func (h *Host) compile(ctx context.Context, module []byte, env, wasi []hostFunc, closeOnDone bool) error {
+func (h *Host) compile(ctx context.Context, module []byte, closeOnDone bool) error {
 	if h.rt != nil {
 		_ = h.rt.Close(ctx)
 		h.rt, h.compiled = nil, nil
@@ -169,20 +186,32 @@ func (h *Host) compile(ctx context.Context, module []byte, env, wasi []hostFunc,
 		WithCloseOnContextDone(closeOnDone)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	b := rt.NewHostModuleBuilder("env")
-	export(b, env)
+	hostcall.Export(b, abi.Funcs(), func(ctx context.Context) (*abi.Instance, bool) {
+		in, ok := instanceOf(ctx)
+		if !ok {
+			return nil, false
+		}
+		return &in.abi, true
+	})
 	if _, err := b.Instantiate(ctx); err != nil {
 		_ = rt.Close(ctx)
 		return fmt.Errorf("host: env module: %w", err)
 	}
 	b = rt.NewHostModuleBuilder("wasi_snapshot_preview1")
-	export(b, wasi)
+	hostcall.Export(b, wasi.Funcs(), func(ctx context.Context) (*wasi.System, bool) {
+		in, ok := instanceOf(ctx)
+		if !ok {
+			return nil, false
+		}
+		return &in.wasi, true
+	})
 	if _, err := b.Instantiate(ctx); err != nil {
 		_ = rt.Close(ctx)
 		return fmt.Errorf("host: wasi module: %w", err)
 	}
 	if !closeOnDone {
-		b = rt.NewHostModuleBuilder(interruptModule)
-		export(b, interruptFuncs())
+		b = rt.NewHostModuleBuilder(instrument.Module)
+		hostcall.Export(b, interruptFuncs(), instanceOf)
 		if _, err := b.Instantiate(ctx); err != nil {
 			_ = rt.Close(ctx)
 			return fmt.Errorf("host: interrupt module: %w", err)
@@ -197,35 +226,23 @@ func (h *Host) compile(ctx context.Context, module []byte, env, wasi []hostFunc,
 	return nil
 }
 
-// instrumentModule is instrument, replaceable by tests.
-var instrumentModule = instrument
+// instrumentModule is instrument.Instrument, replaceable by tests.
+var instrumentModule = instrument.Instrument
 
 // checkModule refuses a module that imports what this host does not
-// provide, or that lacks the exports a proxy-wasm filter needs.
-func checkModule(cm wazero.CompiledModule, env, wasi, interrupt []hostFunc) error {
-	have := map[string][]api.ValueType{}
-	results := map[string][]api.ValueType{}
-	for _, f := range env {
-		have["env."+f.name], results["env."+f.name] = f.params, f.results
-	}
-	for _, f := range wasi {
-		k := "wasi_snapshot_preview1." + f.name
-		have[k], results[k] = f.params, f.results
-	}
-	for _, f := range interrupt {
-		k := interruptModule + "." + f.name
-		have[k], results[k] = f.params, f.results
-	}
+// provide (sigs, by "module.name"), or that lacks the exports a proxy-wasm
+// filter needs.
+func checkModule(cm wazero.CompiledModule, sigs map[string]hostcall.Signature) error {
 	var missing []string
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
-		params, ok := have[mod+"."+name]
+		sig, ok := sigs[mod+"."+name]
 		if !ok {
 			missing = append(missing, mod+"."+name)
 			continue
 		}
-		if !slicesEqual(params, f.ParamTypes()) || !slicesEqual(results[mod+"."+name], f.ResultTypes()) {
-			missing = append(missing, fmt.Sprintf("%s.%s with parameters %s (this host's takes %s)", mod, name, typeNames(f.ParamTypes()), typeNames(params)))
+		if !slices.Equal(sig.Params, f.ParamTypes()) || !slices.Equal(sig.Results, f.ResultTypes()) {
+			missing = append(missing, fmt.Sprintf("%s.%s with parameters %s (this host's takes %s)", mod, name, typeNames(f.ParamTypes()), typeNames(sig.Params)))
 		}
 	}
 	if len(missing) > 0 {
@@ -247,18 +264,6 @@ func checkModule(cm wazero.CompiledModule, env, wasi, interrupt []hostFunc) erro
 		return errors.New("host: the filter module exports no memory")
 	}
 	return nil
-}
-
-func slicesEqual(a, b []api.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func typeNames(ts []api.ValueType) string {
@@ -284,10 +289,13 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 		in.mem = mod.ExportedMemory(name)
 		break
 	}
-	in.alloc = mod.ExportedFunction("proxy_on_memory_allocate")
-	if in.alloc == nil {
-		in.alloc = mod.ExportedFunction("malloc")
+	alloc := mod.ExportedFunction("proxy_on_memory_allocate")
+	if alloc == nil {
+		alloc = mod.ExportedFunction("malloc")
 	}
+	mem := hostcall.NewMemory(in.mem)
+	in.abi = abi.Instance{Plugin: &h.plugin, Mem: mem, Alloc: alloc, Log: in.guestLog}
+	in.wasi = wasi.System{Mem: mem, Env: h.opts.Env, Epoch: h.epoch, Log: in.guestLog, Logger: h.log}
 	in.onContextCreate = mod.ExportedFunction("proxy_on_context_create")
 	in.onRequestHeaders = mod.ExportedFunction("proxy_on_request_headers")
 	in.onRequestBody = mod.ExportedFunction("proxy_on_request_body")
@@ -325,27 +333,27 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 			return nil, failed("_start", err)
 		}
 	}
-	in.phase = phaseVMStart
+	in.abi.Phase = abi.PhaseVMStart
 	if f := mod.ExportedFunction("proxy_on_vm_start"); f != nil {
-		ok, err := in.call(cctx, f, "proxy_on_vm_start", 0, uint64(len(h.vmConfig)))
+		ok, err := in.call(cctx, f, "proxy_on_vm_start", 0, uint64(len(h.plugin.VMConfig)))
 		if err != nil || uint32(ok) == 0 {
 			return nil, failed("proxy_on_vm_start", err)
 		}
 	}
-	in.phase = phaseIdle
-	if _, err := in.call(cctx, in.onContextCreate, "proxy_on_context_create", rootContextID, 0); err != nil {
+	in.abi.Phase = abi.PhaseIdle
+	if _, err := in.call(cctx, in.onContextCreate, "proxy_on_context_create", abi.RootContextID, 0); err != nil {
 		return nil, failed("proxy_on_context_create", err)
 	}
-	in.phase = phaseConfigure
+	in.abi.Phase = abi.PhaseConfigure
 	if f := mod.ExportedFunction("proxy_on_configure"); f != nil {
-		ok, err := in.call(cctx, f, "proxy_on_configure", rootContextID, uint64(len(h.pluginConfig)))
+		ok, err := in.call(cctx, f, "proxy_on_configure", abi.RootContextID, uint64(len(h.plugin.PluginConfig)))
 		if err != nil || uint32(ok) == 0 {
 			return nil, failed("proxy_on_configure (the filter rejected its configuration)", err)
 		}
 	}
-	in.phase = phaseIdle
+	in.abi.Phase = abi.PhaseIdle
 	in.startupLog = nil
-	in.nextID = rootContextID
+	in.nextID = abi.RootContextID
 	in.accountMemory()
 	return in, nil
 }
@@ -381,7 +389,7 @@ func (h *Host) Filter(ctx context.Context, r *Request) (*Decision, error) {
 		return nil, err
 	}
 	cctx, end := in.begin()
-	d, err := in.run(cctx, r)
+	d, err := in.run(cctx, ctx, r)
 	timedOut := end()
 	switch {
 	case timedOut && err != nil:
@@ -479,17 +487,17 @@ func (h *Host) release(in *instance, reason int) {
 }
 
 // guestLogLevel is the proxy_log_level_t below which guest lines are dropped.
-func (h *Host) guestLogLevel() uint32 {
+func (h *Host) guestLogLevel() proxywasm.LogLevel {
 	ctx := context.Background()
 	switch {
 	case h.log.Enabled(ctx, slog.LevelDebug):
-		return 1
+		return proxywasm.LogDebug
 	case h.log.Enabled(ctx, slog.LevelInfo):
-		return 2
+		return proxywasm.LogInfo
 	case h.log.Enabled(ctx, slog.LevelWarn):
-		return 3
+		return proxywasm.LogWarn
 	}
-	return 4
+	return proxywasm.LogError
 }
 
 // Live reports how many instances exist (idle, busy or starting).

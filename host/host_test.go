@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -386,71 +385,20 @@ func TestGoGuestImportsProvided(t *testing.T) {
 	}
 }
 
-func TestSerializedPairs(t *testing.T) {
-	fs := []Field{{"a", "1"}, {"b", "22"}}
-	b := serializeFields(fs)
-	want := []byte{2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 'a', 0, '1', 0, 'b', 0, '2', '2', 0}
-	if string(b) != string(want) || serializedSize(fs) != len(b) {
-		t.Fatalf("serialize = %v", b)
-	}
-	got, ok := parseFields(b)
-	if !ok || len(got) != 2 || got[1] != fs[1] {
-		t.Fatalf("parse = %v %v", got, ok)
-	}
-	for _, empty := range [][]byte{nil, {0}} {
-		if f, ok := parseFields(empty); !ok || len(f) != 0 {
-			t.Fatal("empty map")
-		}
-	}
-	bad := append([]byte(nil), b...)
-	binary.LittleEndian.PutUint32(bad[4:], 1000) // key longer than the data
-	if _, ok := parseFields(bad); ok {
-		t.Fatal("accepted a key past the end")
-	}
-	binary.LittleEndian.PutUint32(bad, 0xFFFFFFFF)
-	if _, ok := parseFields(bad); ok {
-		t.Fatal("accepted a huge count")
-	}
-}
-
-func TestSpliceAndPropertyKey(t *testing.T) {
-	for _, c := range []struct {
-		start, size uint64
-		want        string
-	}{{0, 5, "X"}, {0, 0, "Xhello"}, {5, 0, "helloX"}, {99, 99, "helloX"}, {1, 3, "hXo"}, {0, 1 << 32, "X"}} {
-		if got := string(splice([]byte("hello"), c.start, c.size, []byte("X"), nil)); got != c.want {
-			t.Errorf("splice(%d,%d) = %q, want %q", c.start, c.size, got, c.want)
-		}
-	}
-	// The caller's memory is used when it is given, and never aliases the input.
-	pool := make([]byte, 16)
-	if got := splice([]byte("hello"), 1, 3, []byte("X"), func(n int) []byte { return pool[:n] }); string(got) != "hXo" || &got[0] != &pool[0] {
-		t.Errorf("splice with alloc = %q (own memory: %v)", got, &got[0] == &pool[0])
-	}
-	if got := splice([]byte("hello"), 0, 0, []byte("X"), func(n int) []byte { return nil }); string(got) != "Xhello" {
-		t.Errorf("splice with a failing alloc = %q", got)
-	}
-	for in, want := range map[string]string{"request\x00path\x00": "request.path", "request\x00path": "request.path", "plugin_name": "plugin_name"} {
-		if got := propertyKey([]byte(in)); got != want {
-			t.Errorf("propertyKey(%q) = %q", in, got)
-		}
-	}
-}
-
 var _ = http.Header{}
 
 func TestOnlyRemoved(t *testing.T) {
-	f := func(kv ...string) []Field {
-		var fs []Field
+	f := func(kv ...string) [][2]string {
+		var fs [][2]string
 		for i := 0; i < len(kv); i += 2 {
-			fs = append(fs, Field{kv[i], kv[i+1]})
+			fs = append(fs, [2]string{kv[i], kv[i+1]})
 		}
 		return fs
 	}
 	orig := f(":path", "/", "content-length", "9", "accept", "a", "x", "1", "x", "2")
 	for _, c := range []struct {
 		name    string
-		now     []Field
+		now     [][2]string
 		removed []string
 		ok      bool
 	}{
@@ -461,7 +409,7 @@ func TestOnlyRemoved(t *testing.T) {
 		{"one value of two", f(":path", "/", "content-length", "9", "accept", "a", "x", "2"), nil, false},
 		{"a pseudo-header", f("content-length", "9", "accept", "a", "x", "1", "x", "2"), nil, false},
 		{"a changed value", f(":path", "/", "content-length", "8", "accept", "a", "x", "1", "x", "2"), nil, false},
-		{"an added field", append(f(":path", "/", "accept", "a", "x", "1", "x", "2"), Field{"y", "1"}), nil, false},
+		{"an added field", append(f(":path", "/", "accept", "a", "x", "1", "x", "2"), [2]string{"y", "1"}), nil, false},
 		{"reordered", f(":path", "/", "accept", "a", "content-length", "9", "x", "1", "x", "2"), nil, false},
 	} {
 		removed, ok := onlyRemoved(orig, c.now)
@@ -471,32 +419,71 @@ func TestOnlyRemoved(t *testing.T) {
 	}
 }
 
-// TestHeaderOwned: when the guest only removes fields (the kvgate filter
-// drops content-length), a request with HeaderOwned gets them removed from
-// its own Header, and any other request keeps its Header untouched.
-func TestHeaderOwned(t *testing.T) {
-	h, err := New(context.Background(), wasm.Module, Options{PoolSize: 1, CacheDir: testCacheDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close(context.Background()) })
-	for _, owned := range []bool{false, true} {
-		hdr := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"2"}, "Accept": {"*/*"}}
-		d, err := h.Filter(context.Background(), &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "a",
-			Header: hdr, HeaderOwned: owned, Body: []byte("{}")})
+// With HeaderInPlace, a guest that only removes fields gets them removed
+// from the request's own Header, which is the forwarded one; without it the
+// request's Header is left as it was.
+func TestHeaderInPlace(t *testing.T) {
+	for _, inPlace := range []bool{false, true} {
+		h, _ := newTestHost(t, Options{PoolSize: 1, HeaderInPlace: inPlace})
+		r := testRequest("remove", "{}")
+		d, err := h.Filter(context.Background(), r)
 		if err != nil || d.Local != nil || !d.HeaderChanged {
-			t.Fatalf("owned=%v: %v %+v", owned, err, d)
+			t.Fatalf("in place=%v: %v %+v", inPlace, err, d)
 		}
-		if d.Header.Get("Content-Length") != "" || d.Header.Get("Accept") != "*/*" || d.Header.Get("Content-Type") != "application/json" {
-			t.Fatalf("owned=%v: forwarded header %v", owned, d.Header)
+		if d.Header.Get("X-Remove") != "" || d.Header.Get("X-Test-Action") != "remove" || d.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("in place=%v: forwarded header %v", inPlace, d.Header)
 		}
-		if got := hdr.Get("Content-Length"); owned != (got == "") {
-			t.Fatalf("owned=%v: the request's own header now has Content-Length %q", owned, got)
+		if got := r.Header.Get("X-Remove"); inPlace != (got == "") {
+			t.Fatalf("in place=%v: the request's own header now has X-Remove %q", inPlace, got)
 		}
 		d.Header.Set("X-Probe", "1")
-		if owned != (hdr.Get("X-Probe") == "1") {
-			t.Fatalf("owned=%v: Decision.Header is the request's header: %v", owned, !owned)
+		if inPlace != (r.Header.Get("X-Probe") == "1") {
+			t.Fatalf("in place=%v: Decision.Header is the request's header: %v", inPlace, !inPlace)
 		}
+	}
+}
+
+// BodyAlloc supplies the memory of the bodies the guest writes, and sees
+// the context Filter was called with; a short slice makes the host allocate.
+func TestBodyAlloc(t *testing.T) {
+	type key struct{}
+	var got [][]byte
+	h, _ := newTestHost(t, Options{PoolSize: 1, BodyAlloc: func(ctx context.Context, n int) []byte {
+		if ctx.Value(key{}) == "short" {
+			return nil
+		}
+		b := make([]byte, n, n+8)
+		got = append(got, b)
+		return b
+	}})
+	ctx := context.WithValue(context.Background(), key{}, "mine")
+	d, err := h.Filter(ctx, testRequest("bigbody", "ab"))
+	if err != nil || string(d.Body) != "abab" || len(got) != 1 || &d.Body[0] != &got[0][0] {
+		t.Fatalf("%v: body %q in the caller's memory: %v", err, d.Body, len(got) == 1 && &d.Body[0] == &got[0][0])
+	}
+	d, err = h.Filter(context.WithValue(ctx, key{}, "short"), testRequest("upper", "ab"))
+	if err != nil || string(d.Body) != "AB" || len(got) != 1 {
+		t.Fatalf("%v: body %q, %d allocations", err, d.Body, len(got))
+	}
+	if d, err = h.Filter(ctx, testRequest("", "ab")); err != nil || d.BodyChanged || len(got) != 1 {
+		t.Fatalf("an unchanged body was allocated: %v %+v", err, d)
+	}
+}
+
+func TestNameCache(t *testing.T) {
+	var c nameCache
+	long := strings.Repeat("X", maxCachedName+1)
+	for i := 0; i < 2*maxCachedNames; i++ {
+		k := fmt.Sprintf("X-Name-%d", i)
+		if got := c.lower(k); got != strings.ToLower(k) {
+			t.Fatalf("lower(%q) = %q", k, got)
+		}
+	}
+	if c.lower(long) != strings.ToLower(long) || c.lower("Content-Type") != "content-type" {
+		t.Fatal("lower")
+	}
+	if _, ok := c[long]; ok || len(c) != maxCachedNames {
+		t.Fatalf("%d names cached (long one: %v), want %d", len(c), ok, maxCachedNames)
 	}
 }
 

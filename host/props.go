@@ -1,46 +1,21 @@
 package host
 
 import (
-	"bytes"
 	"encoding/binary"
 	"net"
 	"strconv"
 	"strings"
 )
 
-// propertyKey turns a proxy-wasm property path ("request\x00path", with or
-// without a trailing NUL) into a dotted key ("request.path").
-func propertyKey(path []byte) string {
-	path = bytes.TrimSuffix(path, []byte{0})
-	return strings.ReplaceAll(string(path), "\x00", ".")
-}
+// requestProps answers the properties of a request, in Envoy's encoding:
+// strings as raw bytes without a terminator, integers as 8-byte
+// little-endian. (The plugin's own properties, and those the guest sets,
+// are answered by package abi before it asks these.)
+type requestProps Request
 
-func propInt(v int64) []byte {
-	b := make([]byte, 8)
-	binary.LittleEndian.PutUint64(b, uint64(v))
-	return b
-}
-
-// property answers a property in Envoy's encoding: strings as raw bytes
-// without a terminator, integers as 8-byte little-endian.
-func (in *instance) property(key string) ([]byte, bool) {
-	o := &in.h.opts
-	switch key {
-	case "plugin_name":
-		return []byte(o.PluginName), true
-	case "plugin_root_id":
-		return []byte(o.RootID), true
-	case "plugin_vm_id":
-		return []byte(o.VMID), true
-	}
-	x := in.x
-	if x == nil {
-		return nil, false
-	}
-	if v, ok := x.props[key]; ok {
-		return v, true
-	}
-	r := x.req
+// Property returns the value of a dotted property key.
+func (rp *requestProps) Property(key string) ([]byte, bool) {
+	r := (*Request)(rp)
 	switch key {
 	case "request.path":
 		return []byte(r.Path), true
@@ -82,6 +57,12 @@ func (in *instance) property(key string) ([]byte, bool) {
 		return portProp(r.LocalAddr)
 	}
 	return nil, false
+}
+
+func propInt(v int64) []byte {
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint64(b, uint64(v))
+	return b
 }
 
 func headerProp(r *Request, name string) ([]byte, bool) {

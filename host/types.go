@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,22 @@ type Options struct {
 	// Registerer, when set, gets the Host registered as a Prometheus
 	// collector (guest metrics and pool gauges).
 	Registerer prometheus.Registerer
+
+	// HeaderInPlace hands each Request's Header over to Filter: when the
+	// guest only removed fields, they are deleted from Request.Header
+	// itself and Decision.Header is that same map, instead of a copy. Set
+	// it when the caller forwards the request and has no other use for the
+	// original header; it saves a copy of the header per request.
+	HeaderInPlace bool
+	// BodyAlloc, when set, supplies the memory of each body a guest writes
+	// (proxy_set_buffer_bytes): a slice of length n that the caller owns,
+	// for example from a pool. It is called with the context given to
+	// Filter, which can carry what the caller needs to account for the
+	// slice, possibly more than once per request (a guest may replace the
+	// body several times); only the slice in Decision.Body is used in the
+	// end. When it is nil, or returns less than n bytes of capacity, the
+	// host allocates.
+	BodyAlloc func(ctx context.Context, n int) []byte
 }
 
 // Defaults for Options.
@@ -53,10 +70,6 @@ const (
 	DefaultMemoryLimitPages = 2048     // 128 MiB
 	DefaultRetireBytes      = 64 << 20 // 64 MiB
 )
-
-// Field is one HTTP header field as the guest sees it: lower-case name,
-// pseudo-headers (":path") included.
-type Field struct{ Name, Value string }
 
 // Request is what the filter sees of an HTTP request.
 type Request struct {
@@ -81,17 +94,6 @@ type Request struct {
 	// RemoteAddr and LocalAddr are "ip:port" of the downstream connection;
 	// they answer source.* and destination.* properties.
 	RemoteAddr, LocalAddr string
-	// NewBody, when set, supplies the memory of a body the guest changes: a
-	// slice of length n that the caller owns, for example from a pool. The
-	// host may call it more than once per request (the guest may replace the
-	// body several times); only the slice in Decision.Body is used in the
-	// end. When nil, the host allocates.
-	NewBody func(n int) []byte
-	// HeaderOwned lets the host edit Header in place when the guest only
-	// removed fields (Decision.Header is then Header itself) instead of
-	// returning a copy: a caller that forwards the request and has no more
-	// use for the original header (the sidecar) saves a copy per request.
-	HeaderOwned bool
 }
 
 // LocalReply is a response the guest sent itself (proxy_send_local_response).
@@ -145,20 +147,3 @@ func (e *TrapError) Error() string { return fmt.Sprintf("host: %s: %v", e.Callba
 
 // Unwrap returns the underlying error.
 func (e *TrapError) Unwrap() error { return e.Err }
-
-// memoryFault is the panic value of a host function that was handed a bad
-// pointer or length; wazero turns it into a trap of the calling instance.
-type memoryFault struct {
-	fn       string
-	ptr, len uint32
-}
-
-func (f *memoryFault) Error() string {
-	return fmt.Sprintf("%s: guest memory access out of bounds (ptr=%#x len=%d)", f.fn, f.ptr, f.len)
-}
-
-// hostAbort is the panic value of a host function that stops the guest on
-// purpose (proc_exit).
-type hostAbort struct{ msg string }
-
-func (a *hostAbort) Error() string { return a.msg }

@@ -12,7 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // wzHost is a minimal proxy-wasm host on wazero, for the memory test and
@@ -124,7 +124,7 @@ func (h *wzHost) read(m api.Module, p, n uint32) []byte {
 
 func (h *wzHost) exportEnv() {
 	u := func(s []uint64, i int) uint32 { return uint32(s[i]) }
-	fn := func(b wazero.HostModuleBuilder, name string, params int, f func(m api.Module, s []uint64) uint32) wazero.HostModuleBuilder {
+	fn := func(b wazero.HostModuleBuilder, name string, params int, f func(m api.Module, s []uint64) proxywasm.Status) wazero.HostModuleBuilder {
 		ps := make([]api.ValueType, params)
 		for i := range ps {
 			ps[i] = api.ValueTypeI32
@@ -139,43 +139,43 @@ func (h *wzHost) exportEnv() {
 		}), ps, []api.ValueType{api.ValueTypeI32}).Export(name)
 	}
 	b := h.r.NewHostModuleBuilder("env")
-	b = fn(b, "proxy_log", 3, func(m api.Module, s []uint64) uint32 {
+	b = fn(b, "proxy_log", 3, func(m api.Module, s []uint64) proxywasm.Status {
 		h.logs = append(h.logs, string(h.read(m, u(s, 1), u(s, 2))))
-		return 0
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_get_buffer_bytes", 5, func(m api.Module, s []uint64) uint32 {
+	b = fn(b, "proxy_get_buffer_bytes", 5, func(m api.Module, s []uint64) proxywasm.Status {
 		var buf []byte
-		switch u(s, 0) {
-		case 0:
+		switch proxywasm.BufferType(u(s, 0)) {
+		case proxywasm.BufferHTTPRequestBody:
 			buf = h.body
-		case 7:
+		case proxywasm.BufferPluginConfiguration:
 			buf = h.config
 		default:
-			return 2
+			return proxywasm.StatusBadArgument
 		}
 		start, size := u(s, 1), u(s, 2)
 		if len(buf) == 0 {
-			return 1
+			return proxywasm.StatusNotFound
 		}
 		if int(start) > len(buf) {
-			return 2
+			return proxywasm.StatusBadArgument
 		}
 		n := min(int(size), len(buf)-int(start))
 		h.give(m, buf[start:int(start)+n], u(s, 3), u(s, 4))
-		return 0
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_set_buffer_bytes", 5, func(m api.Module, s []uint64) uint32 {
-		if u(s, 0) != 0 || u(s, 1) != 0 || int(u(s, 2)) < len(h.body) {
-			return 2
+	b = fn(b, "proxy_set_buffer_bytes", 5, func(m api.Module, s []uint64) proxywasm.Status {
+		if proxywasm.BufferType(u(s, 0)) != proxywasm.BufferHTTPRequestBody || u(s, 1) != 0 || int(u(s, 2)) < len(h.body) {
+			return proxywasm.StatusBadArgument
 		}
 		h.body = append(h.body[:0], h.read(m, u(s, 3), u(s, 4))...)
-		return 0
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_get_header_map_pairs", 3, func(m api.Module, s []uint64) uint32 {
-		h.give(m, filter.SerializeHeaders(h.headers), u(s, 1), u(s, 2))
-		return 0
+	b = fn(b, "proxy_get_header_map_pairs", 3, func(m api.Module, s []uint64) proxywasm.Status {
+		h.give(m, proxywasm.EncodeHeaderMap(h.headers), u(s, 1), u(s, 2))
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_remove_header_map_value", 3, func(m api.Module, s []uint64) uint32 {
+	b = fn(b, "proxy_remove_header_map_value", 3, func(m api.Module, s []uint64) proxywasm.Status {
 		k := string(h.read(m, u(s, 1), u(s, 2)))
 		kept := h.headers[:0]
 		for _, p := range h.headers {
@@ -184,43 +184,43 @@ func (h *wzHost) exportEnv() {
 			}
 		}
 		h.headers = kept
-		return 0
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_send_local_response", 8, func(m api.Module, s []uint64) uint32 {
+	b = fn(b, "proxy_send_local_response", 8, func(m api.Module, s []uint64) proxywasm.Status {
 		h.status = int(u(s, 0))
 		h.reply = append([]byte(nil), h.read(m, u(s, 3), u(s, 4))...)
-		_ = filter.ForEachHeader(h.read(m, u(s, 5), u(s, 6)), func(k, v []byte) {
+		_ = proxywasm.ForEachHeader(h.read(m, u(s, 5), u(s, 6)), func(k, v []byte) {
 			if string(k) == "content-type" {
 				h.ctype = string(v)
 			}
 		})
-		return 0
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_define_metric", 4, func(m api.Module, s []uint64) uint32 {
+	b = fn(b, "proxy_define_metric", 4, func(m api.Module, s []uint64) proxywasm.Status {
 		name := string(h.read(m, u(s, 1), u(s, 2)))
 		h.metrics = append(h.metrics, name)
 		h.values[name] += 0
 		m.Memory().WriteUint32Le(u(s, 3), uint32(len(h.metrics)-1))
-		return 0
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_increment_metric", 2, func(m api.Module, s []uint64) uint32 {
+	b = fn(b, "proxy_increment_metric", 2, func(m api.Module, s []uint64) proxywasm.Status {
 		id := u(s, 0)
 		if int(id) >= len(h.metrics) {
-			return 2
+			return proxywasm.StatusBadArgument
 		}
 		h.values[h.metrics[id]] += int64(s[1])
-		return 0
+		return proxywasm.StatusOK
 	})
-	b = fn(b, "proxy_get_property", 4, func(m api.Module, s []uint64) uint32 {
+	b = fn(b, "proxy_get_property", 4, func(m api.Module, s []uint64) proxywasm.Status {
 		h.propReads++
 		v, ok := h.props[string(h.read(m, u(s, 0), u(s, 1)))]
 		if !ok {
-			return 1
+			return proxywasm.StatusNotFound
 		}
 		if len(v) > 0 {
 			h.give(m, v, u(s, 2), u(s, 3))
 		}
-		return 0
+		return proxywasm.StatusOK
 	})
 	if _, err := b.Instantiate(h.ctx); err != nil {
 		h.tb.Fatal(err)

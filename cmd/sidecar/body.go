@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/bits"
@@ -65,6 +66,24 @@ func getBuf(n int) (*[]byte, int) {
 	}
 	b := make([]byte, 1<<(c+minClassBits))
 	return &b, c
+}
+
+// changedBodyKey carries, in the context a request is filtered with, where
+// the body the filter writes goes: a *bodyBuf that changedBody fills.
+type changedBodyKey struct{}
+
+// changedBody is the host's BodyAlloc: the memory of a body the filter
+// writes, from the pools, recorded in the request's changedBodyKey slot
+// (the previous one, if the guest writes again, goes back to its pool).
+func changedBody(ctx context.Context, n int) []byte {
+	slot, _ := ctx.Value(changedBodyKey{}).(**bodyBuf)
+	if slot == nil {
+		return nil // the host allocates
+	}
+	(*slot).release()
+	p, c := getBuf(n)
+	*slot = &bodyBuf{b: p, n: n, class: c}
+	return (*slot).bytes()
 }
 
 // firstChunk is the buffer a body whose length is unknown, or longer than

@@ -94,6 +94,8 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		CacheDir:         cfg.CacheDir,
 		Logger:           log,
 		Registerer:       s.reg,
+		HeaderInPlace:    true, // serve forwards r.Header and has no other use for it
+		BodyAlloc:        changedBody,
 	})
 	if err != nil {
 		return nil, err
@@ -259,19 +261,14 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		// the body before closing: nobody wants it.
 		closeAfterReply(w)
 	}
-	// A body the filter changes is written into pooled memory too; only
-	// the last one the guest wrote is forwarded (and released by it).
+	// A body the filter changes is written into pooled memory too
+	// (changedBody); only the last one the guest wrote is forwarded (and
+	// released by it).
 	var changed *bodyBuf
 	defer func() { changed.release() }()
 	req := &host.Request{
 		Method: r.Method, Path: target, Authority: r.Host, Protocol: r.Proto,
-		Header: r.Header, HeaderOwned: true, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
-		NewBody: func(n int) []byte {
-			changed.release()
-			p, c := getBuf(n)
-			changed = &bodyBuf{b: p, n: n, class: c}
-			return changed.bytes()
-		},
+		Header: r.Header, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
 	}
 	if r.TLS != nil {
 		req.Scheme = "https"
@@ -282,7 +279,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		req.LocalAddr = la.String()
 	}
 	fstart := time.Now()
-	d, err := s.host.Filter(r.Context(), req)
+	d, err := s.host.Filter(context.WithValue(r.Context(), changedBodyKey{}, &changed), req)
 	s.latency.Observe(time.Since(fstart).Seconds())
 	if err != nil {
 		reason := failureReason(err)

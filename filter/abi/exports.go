@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // plugin is the VM's filter. Go's runtime and package initialization run in
@@ -59,17 +60,17 @@ func proxyOnRequestTrailers(contextID, numTrailers uint32) uint32 {
 
 //go:wasmexport proxy_on_response_headers
 func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
-	return uint32(filter.Continue)
+	return uint32(proxywasm.ActionContinue)
 }
 
 //go:wasmexport proxy_on_response_body
 func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) uint32 {
-	return uint32(filter.Continue)
+	return uint32(proxywasm.ActionContinue)
 }
 
 //go:wasmexport proxy_on_response_trailers
 func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
-	return uint32(filter.Continue)
+	return uint32(proxywasm.ActionContinue)
 }
 
 //go:wasmexport proxy_on_done

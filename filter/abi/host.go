@@ -10,17 +10,7 @@ import (
 
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/filter/internal/arena"
-)
-
-// proxy-wasm ABI 0.2.1 constants.
-const (
-	bufferHTTPRequestBody     = 0
-	bufferPluginConfiguration = 7
-	mapHTTPRequestHeaders     = 0
-	metricCounter             = 0
-
-	statusOK       = 0
-	statusNotFound = 1
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 // mem holds every block handed to the host until the guest has read it.
@@ -38,7 +28,7 @@ var _ filter.Reserver = wasmHost{}
 // statusError is a host call's non-Ok result.
 type statusError struct {
 	call   string
-	status uint32
+	status proxywasm.Status
 }
 
 func (e *statusError) Error() string {
@@ -70,10 +60,10 @@ func returned() {
 	retData, retSize = 0, 0
 }
 
-func result(call string, st uint32) ([]byte, error) {
+func result(call string, st proxywasm.Status) ([]byte, error) {
 	switch st {
-	case statusOK:
-	case statusNotFound:
+	case proxywasm.StatusOK:
+	case proxywasm.StatusNotFound:
 		return nil, nil
 	default:
 		return nil, &statusError{call, st}
@@ -88,27 +78,27 @@ func result(call string, st uint32) ([]byte, error) {
 	return b, nil
 }
 
-func (wasmHost) Log(level filter.LogLevel, msg string) {
-	proxyLog(uint32(level), stringAddr(msg), uint32(len(msg)))
+func (wasmHost) Log(level proxywasm.LogLevel, msg string) {
+	proxyLog(level, stringAddr(msg), uint32(len(msg)))
 	runtime.KeepAlive(msg)
 }
 
 func (wasmHost) PluginConfig(size int) ([]byte, error) {
 	returned()
-	st := proxyGetBufferBytes(bufferPluginConfiguration, 0, uint32(size), addr(&retData), addr(&retSize))
+	st := proxyGetBufferBytes(proxywasm.BufferPluginConfiguration, 0, uint32(size), addr(&retData), addr(&retSize))
 	return result("proxy_get_buffer_bytes", st)
 }
 
 func (wasmHost) RequestHeaders() ([]byte, error) {
 	returned()
-	st := proxyGetHeaderMapPairs(mapHTTPRequestHeaders, addr(&retData), addr(&retSize))
+	st := proxyGetHeaderMapPairs(proxywasm.MapHTTPRequestHeaders, addr(&retData), addr(&retSize))
 	return result("proxy_get_header_map_pairs", st)
 }
 
 func (wasmHost) RemoveRequestHeader(name string) error {
-	st := proxyRemoveHeaderMapValue(mapHTTPRequestHeaders, stringAddr(name), uint32(len(name)))
+	st := proxyRemoveHeaderMapValue(proxywasm.MapHTTPRequestHeaders, stringAddr(name), uint32(len(name)))
 	runtime.KeepAlive(name)
-	if st != statusOK && st != statusNotFound {
+	if st != proxywasm.StatusOK && st != proxywasm.StatusNotFound {
 		return &statusError{"proxy_remove_header_map_value", st}
 	}
 	return nil
@@ -116,14 +106,14 @@ func (wasmHost) RemoveRequestHeader(name string) error {
 
 func (wasmHost) RequestBody(max int) ([]byte, error) {
 	returned()
-	st := proxyGetBufferBytes(bufferHTTPRequestBody, 0, uint32(max), addr(&retData), addr(&retSize))
+	st := proxyGetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, uint32(max), addr(&retData), addr(&retSize))
 	return result("proxy_get_buffer_bytes", st)
 }
 
 func (wasmHost) ReplaceRequestBody(oldSize int, body []byte) error {
-	st := proxySetBufferBytes(bufferHTTPRequestBody, 0, uint32(oldSize), bytesAddr(body), uint32(len(body)))
+	st := proxySetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, uint32(oldSize), bytesAddr(body), uint32(len(body)))
 	runtime.KeepAlive(body)
-	if st != statusOK {
+	if st != proxywasm.StatusOK {
 		return &statusError{"proxy_set_buffer_bytes", st}
 	}
 	return nil
@@ -131,11 +121,11 @@ func (wasmHost) ReplaceRequestBody(oldSize int, body []byte) error {
 
 func (wasmHost) SendLocalResponse(status int, details string, body, headers []byte) error {
 	st := proxySendLocalResponse(uint32(status), stringAddr(details), uint32(len(details)),
-		bytesAddr(body), uint32(len(body)), bytesAddr(headers), uint32(len(headers)), -1)
+		bytesAddr(body), uint32(len(body)), bytesAddr(headers), uint32(len(headers)), proxywasm.GRPCStatusNone)
 	runtime.KeepAlive(details)
 	runtime.KeepAlive(body)
 	runtime.KeepAlive(headers)
-	if st != statusOK {
+	if st != proxywasm.StatusOK {
 		return &statusError{"proxy_send_local_response", st}
 	}
 	return nil
@@ -143,16 +133,16 @@ func (wasmHost) SendLocalResponse(status int, details string, body, headers []by
 
 func (wasmHost) DefineCounter(name string) (uint32, error) {
 	retID = 0
-	st := proxyDefineMetric(metricCounter, stringAddr(name), uint32(len(name)), addr(&retID))
+	st := proxyDefineMetric(proxywasm.MetricCounter, stringAddr(name), uint32(len(name)), addr(&retID))
 	runtime.KeepAlive(name)
-	if st != statusOK {
+	if st != proxywasm.StatusOK {
 		return 0, &statusError{"proxy_define_metric", st}
 	}
 	return retID, nil
 }
 
 func (wasmHost) IncrementCounter(id uint32, delta int64) error {
-	if st := proxyIncrementMetric(id, delta); st != statusOK {
+	if st := proxyIncrementMetric(id, delta); st != proxywasm.StatusOK {
 		return &statusError{"proxy_increment_metric", st}
 	}
 	return nil

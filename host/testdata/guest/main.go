@@ -9,55 +9,57 @@ import (
 	"runtime"
 	"time"
 	"unsafe"
+
+	"github.com/kvgate/kvgate/proxywasm"
 )
 
 //go:wasmimport env proxy_log
-func proxyLog(level uint32, ptr unsafe.Pointer, size uint32) uint32
+func proxyLog(level proxywasm.LogLevel, ptr unsafe.Pointer, size uint32) proxywasm.Status
 
 //go:wasmimport env proxy_get_buffer_bytes
-func proxyGetBufferBytes(typ, start, max uint32, retPtr unsafe.Pointer, retSize unsafe.Pointer) uint32
+func proxyGetBufferBytes(typ proxywasm.BufferType, start, max uint32, retPtr unsafe.Pointer, retSize unsafe.Pointer) proxywasm.Status
 
 //go:wasmimport env proxy_set_buffer_bytes
-func proxySetBufferBytes(typ, start, size uint32, ptr unsafe.Pointer, n uint32) uint32
+func proxySetBufferBytes(typ proxywasm.BufferType, start, size uint32, ptr unsafe.Pointer, n uint32) proxywasm.Status
 
 //go:wasmimport env proxy_get_header_map_value
-func proxyGetHeaderMapValue(mt uint32, k unsafe.Pointer, kn uint32, retPtr, retSize unsafe.Pointer) uint32
+func proxyGetHeaderMapValue(mt proxywasm.MapType, k unsafe.Pointer, kn uint32, retPtr, retSize unsafe.Pointer) proxywasm.Status
 
 //go:wasmimport env proxy_get_header_map_pairs
-func proxyGetHeaderMapPairs(mt uint32, retPtr, retSize unsafe.Pointer) uint32
+func proxyGetHeaderMapPairs(mt proxywasm.MapType, retPtr, retSize unsafe.Pointer) proxywasm.Status
 
 //go:wasmimport env proxy_replace_header_map_value
-func proxyReplaceHeaderMapValue(mt uint32, k unsafe.Pointer, kn uint32, v unsafe.Pointer, vn uint32) uint32
+func proxyReplaceHeaderMapValue(mt proxywasm.MapType, k unsafe.Pointer, kn uint32, v unsafe.Pointer, vn uint32) proxywasm.Status
 
 //go:wasmimport env proxy_add_header_map_value
-func proxyAddHeaderMapValue(mt uint32, k unsafe.Pointer, kn uint32, v unsafe.Pointer, vn uint32) uint32
+func proxyAddHeaderMapValue(mt proxywasm.MapType, k unsafe.Pointer, kn uint32, v unsafe.Pointer, vn uint32) proxywasm.Status
 
 //go:wasmimport env proxy_remove_header_map_value
-func proxyRemoveHeaderMapValue(mt uint32, k unsafe.Pointer, kn uint32) uint32
+func proxyRemoveHeaderMapValue(mt proxywasm.MapType, k unsafe.Pointer, kn uint32) proxywasm.Status
 
 //go:wasmimport env proxy_send_local_response
-func proxySendLocalResponse(status uint32, d unsafe.Pointer, dn uint32, b unsafe.Pointer, bn uint32, h unsafe.Pointer, hn uint32, grpc int32) uint32
+func proxySendLocalResponse(status uint32, d unsafe.Pointer, dn uint32, b unsafe.Pointer, bn uint32, h unsafe.Pointer, hn uint32, grpc int32) proxywasm.Status
 
 //go:wasmimport env proxy_define_metric
-func proxyDefineMetric(typ uint32, n unsafe.Pointer, nn uint32, retID unsafe.Pointer) uint32
+func proxyDefineMetric(typ proxywasm.MetricType, n unsafe.Pointer, nn uint32, retID unsafe.Pointer) proxywasm.Status
 
 //go:wasmimport env proxy_increment_metric
-func proxyIncrementMetric(id uint32, delta int64) uint32
+func proxyIncrementMetric(id uint32, delta int64) proxywasm.Status
 
 //go:wasmimport env proxy_record_metric
-func proxyRecordMetric(id uint32, v uint64) uint32
+func proxyRecordMetric(id uint32, v uint64) proxywasm.Status
 
 //go:wasmimport env proxy_get_metric
-func proxyGetMetric(id uint32, ret unsafe.Pointer) uint32
+func proxyGetMetric(id uint32, ret unsafe.Pointer) proxywasm.Status
 
 //go:wasmimport env proxy_get_property
-func proxyGetProperty(p unsafe.Pointer, pn uint32, retPtr, retSize unsafe.Pointer) uint32
+func proxyGetProperty(p unsafe.Pointer, pn uint32, retPtr, retSize unsafe.Pointer) proxywasm.Status
 
 //go:wasmimport env proxy_continue_stream
-func proxyContinueStream(st uint32) uint32
+func proxyContinueStream(st proxywasm.StreamType) proxywasm.Status
 
 //go:wasmimport env proxy_set_effective_context
-func proxySetEffectiveContext(id uint32) uint32
+func proxySetEffectiveContext(id uint32) proxywasm.Status
 
 func main() {}
 
@@ -89,7 +91,7 @@ func bptr(b []byte) (unsafe.Pointer, uint32) {
 	return unsafe.Pointer(&b[0]), uint32(len(b))
 }
 
-func logf(level uint32, s string) {
+func logf(level proxywasm.LogLevel, s string) {
 	p, n := sptr(s)
 	proxyLog(level, p, n)
 }
@@ -104,7 +106,7 @@ func ret(p uint32, n uint32) []byte {
 func header(name string) (string, bool) {
 	var p, n uint32
 	kp, kn := sptr(name)
-	if proxyGetHeaderMapValue(0, kp, kn, unsafe.Pointer(&p), unsafe.Pointer(&n)) != 0 {
+	if proxyGetHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn, unsafe.Pointer(&p), unsafe.Pointer(&n)) != proxywasm.StatusOK {
 		return "", false
 	}
 	return string(ret(p, n)), true
@@ -113,23 +115,23 @@ func header(name string) (string, bool) {
 func setHeader(name, value string) {
 	kp, kn := sptr(name)
 	vp, vn := sptr(value)
-	proxyReplaceHeaderMapValue(0, kp, kn, vp, vn)
+	proxyReplaceHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn, vp, vn)
 }
 
 func property(path string) string {
 	var p, n uint32
 	kp, kn := sptr(path)
-	if st := proxyGetProperty(kp, kn, unsafe.Pointer(&p), unsafe.Pointer(&n)); st != 0 {
+	if st := proxyGetProperty(kp, kn, unsafe.Pointer(&p), unsafe.Pointer(&n)); st != proxywasm.StatusOK {
 		return "status" + string(rune('0'+st))
 	}
 	return string(ret(p, n))
 }
 
-func defineMetric(typ uint32, name string) uint32 {
+func defineMetric(typ proxywasm.MetricType, name string) uint32 {
 	var id uint32
 	p, n := sptr(name)
-	if st := proxyDefineMetric(typ, p, n, unsafe.Pointer(&id)); st != 0 {
-		logf(4, "define_metric "+name+" failed")
+	if st := proxyDefineMetric(typ, p, n, unsafe.Pointer(&id)); st != proxywasm.StatusOK {
+		logf(proxywasm.LogError, "define_metric "+name+" failed")
 		panic("define_metric failed")
 	}
 	return id
@@ -150,17 +152,17 @@ func onVMStart(_ uint32, size uint32) uint32 { return 1 }
 //go:wasmexport proxy_on_configure
 func onConfigure(root uint32, size uint32) uint32 {
 	var p, n uint32
-	if proxyGetBufferBytes(7, 0, size, unsafe.Pointer(&p), unsafe.Pointer(&n)) != 0 {
+	if proxyGetBufferBytes(proxywasm.BufferPluginConfiguration, 0, size, unsafe.Pointer(&p), unsafe.Pointer(&n)) != proxywasm.StatusOK {
 		return 0
 	}
 	configured = string(ret(p, n))
 	if configured == "bad" {
-		logf(4, "guest: invalid configuration: bad")
+		logf(proxywasm.LogError, "guest: invalid configuration: bad")
 		return 0
 	}
-	requests = defineMetric(0, "kvtest_requests_total.kind.http")
-	bodyBytes = defineMetric(2, "kvtest_body_bytes")
-	inflight = defineMetric(1, "kvtest_inflight")
+	requests = defineMetric(proxywasm.MetricCounter, "kvtest_requests_total.kind.http")
+	bodyBytes = defineMetric(proxywasm.MetricHistogram, "kvtest_body_bytes")
+	inflight = defineMetric(proxywasm.MetricGauge, "kvtest_inflight")
 	return 1
 }
 
@@ -168,7 +170,7 @@ func onConfigure(root uint32, size uint32) uint32 {
 func onContextCreate(id, parent uint32) {}
 
 //go:wasmexport proxy_on_request_headers
-func onRequestHeaders(id uint32, n uint32, eos uint32) uint32 {
+func onRequestHeaders(id uint32, n uint32, eos uint32) proxywasm.Action {
 	proxyIncrementMetric(requests, 1)
 	proxyIncrementMetric(inflight, 1)
 	action, _ := header("x-test-action")
@@ -181,17 +183,17 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) uint32 {
 	case "gc":
 		runtime.GC()
 	case "local":
-		hdr := serialize([][2]string{{"x-local", "yes"}, {"content-type", "text/plain"}})
+		hdr := proxywasm.EncodeHeaderMap([][2]string{{"x-local", "yes"}, {"content-type", "text/plain"}})
 		dp, dn := sptr("test_local")
 		bp, bn := sptr("local reply")
 		hp, hn := bptr(hdr)
-		proxySendLocalResponse(418, dp, dn, bp, bn, hp, hn, -1)
-		return 1
+		proxySendLocalResponse(418, dp, dn, bp, bn, hp, hn, proxywasm.GRPCStatusNone)
+		return proxywasm.ActionPause
 	case "oob":
-		proxyLog(2, unsafe.Pointer(uintptr(0xFFFFFF00)), 0x1000)
+		proxyLog(proxywasm.LogInfo, unsafe.Pointer(uintptr(0xFFFFFF00)), 0x1000)
 	case "oobret":
 		kp, kn := sptr("x-test-action")
-		proxyGetHeaderMapValue(0, kp, kn, unsafe.Pointer(uintptr(0xFFFFFFFE)), unsafe.Pointer(uintptr(0xFFFFFFFE)))
+		proxyGetHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn, unsafe.Pointer(uintptr(0xFFFFFFFE)), unsafe.Pointer(uintptr(0xFFFFFFFE)))
 	case "prop":
 		setHeader("x-prop-path", property("request\x00path\x00"))
 		setHeader("x-prop-method", property("request\x00method"))
@@ -200,13 +202,16 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) uint32 {
 	case "hdr":
 		setHeader("x-added", "1")
 		kp, kn := sptr("x-remove")
-		proxyRemoveHeaderMapValue(0, kp, kn)
+		proxyRemoveHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn)
 		vp, vn := sptr("two")
 		kp, kn = sptr("x-multi")
-		proxyAddHeaderMapValue(0, kp, kn, vp, vn)
+		proxyAddHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn, vp, vn)
 		var p, sz uint32
-		proxyGetHeaderMapPairs(0, unsafe.Pointer(&p), unsafe.Pointer(&sz))
+		proxyGetHeaderMapPairs(proxywasm.MapHTTPRequestHeaders, unsafe.Pointer(&p), unsafe.Pointer(&sz))
 		setHeader("x-pairs-size", itoa(int(sz)))
+	case "remove":
+		kp, kn := sptr("x-remove")
+		proxyRemoveHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn)
 	case "config":
 		setHeader("x-config", configured)
 	case "print":
@@ -216,7 +221,7 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) uint32 {
 		proxyGetMetric(requests, unsafe.Pointer(&v))
 		setHeader("x-requests", itoa(int(v)))
 	case "pause":
-		return 1
+		return proxywasm.ActionPause
 	case "grow":
 		grown = append(grown, make([]byte, 40<<20))
 	case "loop":
@@ -225,47 +230,47 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) uint32 {
 	case "badmetric":
 		var id uint32
 		p, n := sptr("bad-name.x")
-		st := proxyDefineMetric(0, p, n, unsafe.Pointer(&id))
+		st := proxyDefineMetric(proxywasm.MetricCounter, p, n, unsafe.Pointer(&id))
 		setHeader("x-status", itoa(int(st)))
 	}
-	return 0
+	return proxywasm.ActionContinue
 }
 
 //go:wasmexport proxy_on_request_body
-func onRequestBody(id uint32, size uint32, eos uint32) uint32 {
+func onRequestBody(id uint32, size uint32, eos uint32) proxywasm.Action {
 	proxyRecordMetric(bodyBytes, uint64(size))
 	switch actions[id] {
 	case "trapbody":
 		panic("trap in body")
 	case "upper", "":
 		if eos == 0 {
-			return 1
+			return proxywasm.ActionPause
 		}
 		var p, n uint32
-		if proxyGetBufferBytes(0, 0, size, unsafe.Pointer(&p), unsafe.Pointer(&n)) != 0 {
+		if proxyGetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, size, unsafe.Pointer(&p), unsafe.Pointer(&n)) != proxywasm.StatusOK {
 			panic("get body")
 		}
 		if actions[id] == "" {
-			return 0
+			return proxywasm.ActionContinue
 		}
 		up := bytes.ToUpper(ret(p, n))
 		bp, bn := bptr(up)
-		proxySetBufferBytes(0, 0, size, bp, bn)
+		proxySetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, size, bp, bn)
 	case "bigbody":
 		var p, n uint32
-		proxyGetBufferBytes(0, 0, size, unsafe.Pointer(&p), unsafe.Pointer(&n))
+		proxyGetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, size, unsafe.Pointer(&p), unsafe.Pointer(&n))
 		b := bytes.Repeat(ret(p, n), 2)
 		bp, bn := bptr(b)
-		proxySetBufferBytes(0, 0, size, bp, bn)
+		proxySetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, size, bp, bn)
 	case "continue":
-		proxyContinueStream(0)
-		return 1
+		proxyContinueStream(proxywasm.StreamHTTPRequest)
+		return proxywasm.ActionPause
 	case "localbody":
 		bp, bn := sptr(`{"error":"nope"}`)
-		proxySendLocalResponse(400, nil, 0, bp, bn, nil, 0, -1)
-		return 1
+		proxySendLocalResponse(400, nil, 0, bp, bn, nil, 0, proxywasm.GRPCStatusNone)
+		return proxywasm.ActionPause
 	}
-	return 0
+	return proxywasm.ActionContinue
 }
 
 //go:wasmexport proxy_on_done
@@ -280,24 +285,6 @@ func onLog(id uint32) {
 
 //go:wasmexport proxy_on_delete
 func onDelete(id uint32) { delete(actions, id) }
-
-func serialize(pairs [][2]string) []byte {
-	var b []byte
-	b = le(b, uint32(len(pairs)))
-	for _, p := range pairs {
-		b = le(b, uint32(len(p[0])))
-		b = le(b, uint32(len(p[1])))
-	}
-	for _, p := range pairs {
-		b = append(b, p[0]...)
-		b = append(b, 0)
-		b = append(b, p[1]...)
-		b = append(b, 0)
-	}
-	return b
-}
-
-func le(b []byte, v uint32) []byte { return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
 
 func itoa(v int) string {
 	if v == 0 {

@@ -1,12 +1,5 @@
-package host
-
-import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-)
-
-// Stopping a guest that runs too long.
+// Package instrument rewrites a WebAssembly module so that a host can stop
+// it when it runs too long, cheaply.
 //
 // wazero can stop a running guest when its context is done
 // (RuntimeConfig.WithCloseOnContextDone), but that costs on every call: a
@@ -15,40 +8,55 @@ import (
 // that scans a body that is most of its run time (about 3x the guest's own
 // cost on a 4 KiB body, +20 ms on 4 MiB).
 //
-// Instead the host rewrites the module once, before compiling it. It adds
-// a mutable i32 global (a tick counter) and imports one host function,
-// interruptModule.interruptFunc, and at every function entry and at the
-// head of every loop (and before every tail call) it inserts
+// Instead the host rewrites the module once, before compiling it:
+// Instrument adds a mutable i32 global (a tick counter) and imports one host
+// function, Module.Func, and at every function entry and at the head of
+// every loop (and before every tail call) it inserts
 //
 //	global.get $ticks  i32.const 1  i32.add  global.set $ticks
-//	global.get $ticks  i32.const interruptMask  i32.and  i32.eqz
+//	global.get $ticks  i32.const mask  i32.and  i32.eqz
 //	if  call $check  end
 //
-// so that every interruptMask+1 ticks the guest calls into Go. Any run of
-// unbounded length passes through function entries or loop heads, so the
-// check comes at least every interruptMask+1 of them. The check traps the
-// guest when its call deadline has passed (the instance is then replaced
-// like any other that trapped), and being Go code it is also a point where
-// the goroutine can be preempted: native code never is, and a guest that
-// never left it would block the Go runtime's stop-the-world phases.
+// so that every Every ticks the guest calls into Go. Any run of unbounded
+// length passes through function entries or loop heads, so the check comes
+// at least every Every of them. The host's check traps the guest when its
+// call deadline has passed (the instance is then replaced like any other
+// that trapped), and being Go code it is also a point where the goroutine
+// can be preempted: native code never is, and a guest that never left it
+// would block the Go runtime's stop-the-world phases.
 //
 // Adding the import shifts the index of every function the module defines
 // by one; the rewrite renumbers calls, ref.func, exports, the start
 // function, element segments and the name section.
 //
 // The rewrite is an optimisation only: a module it cannot parse (an opcode
-// or a section layout this file does not know) or whose rewritten form does
-// not compile is run with wazero's own context-based termination instead.
+// or a section layout this package does not know) or whose rewritten form
+// does not compile is run with wazero's own context-based termination
+// instead. The input is untrusted: a malformed module is an error, never a
+// panic.
+package instrument
 
-const (
-	interruptModule = "kvgate.host"
-	interruptFunc   = "check_deadline"
-	interruptMask   = 1<<14 - 1
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 )
 
-// instrument returns module with interrupt checks, or an error saying why
+// The function the rewritten module imports, of type () -> (), and how
+// often it calls it.
+const (
+	Module = "kvgate.host"
+	Func   = "check_deadline"
+	// Every is the number of ticks (function entries, loop iterations,
+	// tail calls) between two calls of the check.
+	Every = mask + 1
+
+	mask = 1<<14 - 1
+)
+
+// Instrument returns module with interrupt checks, or an error saying why
 // it cannot be rewritten.
-func instrument(module []byte) ([]byte, error) {
+func Instrument(module []byte) ([]byte, error) {
 	if len(module) < 8 || string(module[:4]) != "\x00asm" || binary.LittleEndian.Uint32(module[4:8]) != 1 {
 		return nil, errors.New("not a WebAssembly 1.0 binary module")
 	}
@@ -91,19 +99,19 @@ func instrument(module []byte) ([]byte, error) {
 	check := importedFuncs // the new import's function index
 	ticks := importedGlobals + definedGlobals
 	var probe []byte
-	probe = appendU32(append(probe, 0x23), ticks)         // global.get $ticks
-	probe = append(probe, 0x41, 0x01, 0x6A)               // i32.const 1, i32.add
-	probe = appendU32(append(probe, 0x24), ticks)         // global.set $ticks
-	probe = appendU32(append(probe, 0x23), ticks)         // global.get $ticks
-	probe = appendS32(append(probe, 0x41), interruptMask) // i32.const mask
-	probe = append(probe, 0x71, 0x45, 0x04, 0x40)         // i32.and, i32.eqz, if
-	probe = appendU32(append(probe, 0x10), check)         // call $check
-	probe = append(probe, 0x0B)                           // end
+	probe = appendU32(append(probe, 0x23), ticks) // global.get $ticks
+	probe = append(probe, 0x41, 0x01, 0x6A)       // i32.const 1, i32.add
+	probe = appendU32(append(probe, 0x24), ticks) // global.set $ticks
+	probe = appendU32(append(probe, 0x23), ticks) // global.get $ticks
+	probe = appendS32(append(probe, 0x41), mask)  // i32.const mask
+	probe = append(probe, 0x71, 0x45, 0x04, 0x40) // i32.and, i32.eqz, if
+	probe = appendU32(append(probe, 0x10), check) // call $check
+	probe = append(probe, 0x0B)                   // end
 
 	newType := []byte{0x60, 0x00, 0x00} // () -> ()
 	var newImport []byte
-	newImport = appendName(newImport, interruptModule)
-	newImport = appendName(newImport, interruptFunc)
+	newImport = appendName(newImport, Module)
+	newImport = appendName(newImport, Func)
 	newImport = appendU32(append(newImport, 0x00), numTypes)
 	newGlobal := []byte{0x7F, 0x01, 0x41, 0x00, 0x0B} // mut i32 = i32.const 0
 
@@ -156,8 +164,8 @@ func instrument(module []byte) ([]byte, error) {
 			b, err = appendVecEntry(s.body, newType)
 		case 2:
 			for _, im := range importNames(s.body) {
-				if im == interruptModule {
-					return nil, fmt.Errorf("the module already imports from %q", interruptModule)
+				if im == Module {
+					return nil, fmt.Errorf("the module already imports from %q", Module)
 				}
 			}
 			b, err = appendVecEntry(s.body, newImport)
