@@ -66,7 +66,7 @@ func (c *Config) Policy() kvhints.Policy {
 
 // JSON returns the configuration as a document that ParseConfig reads
 // back to the same Config: every member written out, exclude_paths only
-// when it has entries. A host that builds the configuration itself (the
+// when it has entries, trusted_senders whenever it was given (even empty). A host that builds the configuration itself (the
 // sidecar, from its flags) hands the guest this, so that the guest runs
 // with exactly what the host checked.
 func (c *Config) JSON() []byte {
@@ -86,12 +86,43 @@ func (c *Config) JSON() []byte {
 		}
 		b = append(b, ']')
 	}
+	if c.TrustedSenders != nil {
+		b = append(b, `,"trusted_senders":[`...)
+		for i, r := range c.TrustedSenders.Rules() {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			n := 0
+			member := func(name, v string) {
+				if v == "" {
+					return
+				}
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = append(b, '"')
+				b = append(b, name...)
+				b = append(b, `":`...)
+				b = appendJSONString(b, v)
+			}
+			member("principal", r.Principal)
+			member("dns_name", r.DNSName)
+			if r.SourceCIDR.IsValid() {
+				member("source_cidr", r.SourceCIDR.String())
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }
 
 // appendJSONString appends s as a JSON string. Exclude paths are printable
-// ASCII (checkExcludePath), so escaping '"', '\\' and control bytes is
-// all it takes; other bytes are copied.
+// ASCII (checkExcludePath) and sender names valid UTF-8 (the parser decoded
+// them), so escaping '"', '\\' and control bytes is all it takes; other
+// bytes are copied.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
