@@ -16,7 +16,7 @@ ADMIN    ?= 127.0.0.1:9090
 export KVGATE_PYTHON := $(abspath $(VENV))/bin/python
 export KVGATE_ENVOY  := $(abspath $(VENV))/bin/envoy
 
-.PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench sidecar clean
+.PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench sidecar clean deploy release
 
 run: godeps sidecar
 	./bin/sidecar -listen $(LISTEN) -admin $(ADMIN) -upstream "$(UPSTREAM)"
@@ -24,7 +24,7 @@ run: godeps sidecar
 sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
 
-test: deps lint wasm-check wasip1 unit race oracle fuzz
+test: deps lint wasm-check wasip1 unit race oracle fuzz deploy
 	@echo "make test: all checks passed"
 
 deps: godeps pydeps
@@ -93,5 +93,17 @@ fuzz:
 bench:
 	sh tests/bench.sh
 
+# The deploy module (deploy/, its own go.mod): the Helm chart, the rules and
+# dashboard against the exported series, the compose file, and the release
+# built twice and compared.
+deploy: pydeps
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# make release VERSION=v0.1.0: the artifacts in dist/ (deploy/README.md).
+release: wasm-check
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.1.0"; exit 2; }
+	rm -rf dist
+	cd deploy && $(GO) run ./cmd/release -version $(VERSION) -o ../dist
+
 clean:
-	rm -rf bin $(VENV)
+	rm -rf bin dist $(VENV)

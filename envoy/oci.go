@@ -1,19 +1,38 @@
 package envoy
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"path"
+	"time"
 )
 
-// OCI media types of a Wasm module image in the OCI-spec format that Istio's
-// WasmPlugin reads (the "wasm variant": one layer holding the module bytes).
+// Media types of the module's OCI image. The image is the "compat" variant
+// of the Wasm image specification, the form that Istio's image fetcher
+// (pkg/wasm/imagefetcher.go) tries first: one gzip-compressed tar layer
+// holding plugin.wasm, with an ordinary image config, so that crane, oras,
+// skopeo and any registry handle it as a regular image. (Istio's other
+// form, custom wasm media types, requires exactly two layers; a single
+// application/vnd.module.wasm.content.layer.v1+wasm layer is refused.)
 const (
 	MediaTypeManifest = "application/vnd.oci.image.manifest.v1+json"
 	MediaTypeIndex    = "application/vnd.oci.image.index.v1+json"
-	MediaTypeConfig   = "application/vnd.module.wasm.config.v1+json"
-	MediaTypeLayer    = "application/vnd.module.wasm.content.layer.v1+wasm"
+	MediaTypeConfig   = "application/vnd.oci.image.config.v1+json"
+	MediaTypeLayer    = "application/vnd.oci.image.layer.v1.tar+gzip"
+)
+
+// Annotations of the image manifest. None depends on the tag or the time,
+// so the digest depends only on the module.
+const (
+	// AnnotationVariant marks the compat variant (required by the Wasm
+	// image specification for a tar+gzip layer).
+	AnnotationVariant = "module.wasm.image/variant"
+	// ModuleFile is the module's name in the layer, the name Istio looks for.
+	ModuleFile = "plugin.wasm"
 )
 
 // Descriptor is an OCI content descriptor.
@@ -35,9 +54,11 @@ type Image struct {
 	Digest string
 }
 
-// OCIImage builds the image of module, tagged tag. The bytes depend only on
-// the module and the tag (no timestamps), so the digest is reproducible:
-// `oras cp --from-oci-layout DIR:TAG REGISTRY/REPO:TAG` or
+// OCIImage builds the image of module; a non-empty tag names it in the
+// layout's index.json (org.opencontainers.image.ref.name, which
+// `oras cp --from-oci-layout DIR:TAG` resolves). The bytes depend only on
+// the module and the tag (fixed timestamps, one tar entry, a fixed gzip
+// header), and the manifest, hence the digest, on the module alone:
 // `crane push DIR REGISTRY/REPO:TAG` pushes exactly this manifest.
 func OCIImage(module []byte, tag string) Image {
 	files := map[string][]byte{}
@@ -46,15 +67,34 @@ func OCIImage(module []byte, tag string) Image {
 		files[path.Join("blobs", "sha256", d.Digest[len("sha256:"):])] = b
 		return d
 	}
-	config := put(MediaTypeConfig, []byte(`{"created":"1970-01-01T00:00:00Z","architecture":"wasm","os":"wasip1"}`), nil)
-	layer := put(MediaTypeLayer, module, map[string]string{"org.opencontainers.image.title": "plugin.wasm"})
+	tarball := moduleTar(module)
+	layer := put(MediaTypeLayer, gzipped(tarball), nil)
+	config, _ := json.Marshal(map[string]any{
+		"created":      "1970-01-01T00:00:00Z",
+		"architecture": "wasm",
+		"os":           "wasip1",
+		"config":       map[string]any{},
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{digest(tarball)}},
+	})
+	cfg := put(MediaTypeConfig, config, nil)
 	manifest, _ := json.Marshal(struct {
-		SchemaVersion int          `json:"schemaVersion"`
-		MediaType     string       `json:"mediaType"`
-		Config        Descriptor   `json:"config"`
-		Layers        []Descriptor `json:"layers"`
-	}{2, MediaTypeManifest, config, []Descriptor{layer}})
-	m := put(MediaTypeManifest, manifest, map[string]string{"org.opencontainers.image.ref.name": tag})
+		SchemaVersion int               `json:"schemaVersion"`
+		MediaType     string            `json:"mediaType"`
+		Config        Descriptor        `json:"config"`
+		Layers        []Descriptor      `json:"layers"`
+		Annotations   map[string]string `json:"annotations"`
+	}{2, MediaTypeManifest, cfg, []Descriptor{layer}, map[string]string{
+		AnnotationVariant:                      "compat",
+		"org.opencontainers.image.title":       "kvgate-filter",
+		"org.opencontainers.image.description": "kvgate proxy-wasm filter: admission of kv_hints in LLM request bodies",
+		"org.opencontainers.image.licenses":    "Apache-2.0",
+		"org.opencontainers.image.source":      "https://github.com/kvgate/kvgate",
+	}})
+	var ann map[string]string
+	if tag != "" {
+		ann = map[string]string{"org.opencontainers.image.ref.name": tag}
+	}
+	m := put(MediaTypeManifest, manifest, ann)
 	index, _ := json.Marshal(struct {
 		SchemaVersion int          `json:"schemaVersion"`
 		MediaType     string       `json:"mediaType"`
@@ -63,6 +103,27 @@ func OCIImage(module []byte, tag string) Image {
 	files["index.json"] = index
 	files["oci-layout"] = []byte(`{"imageLayoutVersion":"1.0.0"}`)
 	return Image{Files: files, Digest: m.Digest}
+}
+
+// moduleTar is a tar archive with the module as its one file, owned by
+// root, dated the Unix epoch.
+func moduleTar(module []byte) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: ModuleFile, Mode: 0o644,
+		Size: int64(len(module)), ModTime: time.Unix(0, 0), Format: tar.FormatUSTAR})
+	_, _ = tw.Write(module)
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+// gzipped compresses b with an empty gzip header (no name, no time).
+func gzipped(b []byte) []byte {
+	var out bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return out.Bytes()
 }
 
 // ModuleSHA256 is the hex SHA-256 of a module: the WasmPlugin sha256 for a
