@@ -97,7 +97,7 @@ fuzz:
 		done; \
 	done
 
-bench:
+bench: deps
 	sh tests/bench.sh
 
 clean:
