@@ -87,6 +87,10 @@ func start(tb testing.TB, concurrency int) *harness {
 	bin := envoy.Binary(tb)
 	h := &harness{Rows: rows(), many: map[string]*http.Client{}, one: map[string]*http.Client{}}
 	noop := buildNoop(tb)
+	bare := filepath.Join(tb.TempDir(), "bare.wasm")
+	if err := os.WriteFile(bare, bareModule(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
 	h.Worker = startWorker(tb)
 	h.ExtProc = startExtProc(tb)
 	for _, r := range h.Rows {
@@ -101,6 +105,7 @@ func start(tb testing.TB, concurrency int) *harness {
 		ExtProc:    h.ExtProc.Addr,
 		KvgatePath: kvgateModule(),
 		NoopPath:   noop,
+		BarePath:   bare,
 		BodyLimit:  filter.DefaultMaxBodyBytes,
 	}, h.Rows)
 	if err != nil {

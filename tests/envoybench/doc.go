@@ -11,6 +11,7 @@
 //
 //	a  router only
 //	b  envoy.filters.http.buffer (max_request_bytes = the body limit)
+//	c0 a do-nothing wasm module with no language runtime (bareModule)
 //	c  a do-nothing Go wasm module built as kvgate is (testdata/noop)
 //	c2 the same module making every host call kvgate makes
 //	d  kvgate, untrusted

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/kvgate/kvgate v0.0.0
+	github.com/tetratelabs/wazero v1.12.0
 	google.golang.org/grpc v1.84.0
 )
 

@@ -128,6 +128,7 @@ func rows() []*row {
 	return []*row{
 		{ID: "a", Name: "router only", Filters: ""},
 		{ID: "b", Name: "buffer filter", Filters: "buffer"},
+		{ID: "c0", Name: "bare wasm, no-op (no Go runtime)", Filters: "bare"},
 		{ID: "c", Name: "Go wasm, no-op", Filters: "noop", PluginConfig: ""},
 		{ID: "c2", Name: "Go wasm, no-op + kvgate's host calls", Filters: "noop", PluginConfig: "calls"},
 		{ID: "d", Name: "kvgate, untrusted", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
@@ -145,6 +146,7 @@ type setup struct {
 	ExtProc     string // host:port
 	KvgatePath  string // wasm/kvgate.wasm
 	NoopPath    string // the built testdata/noop
+	BarePath    string // bareModule
 	BodyLimit   int
 	Concurrency int
 }
@@ -195,13 +197,10 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 				"@type":             "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
 				"max_request_bytes": s.BodyLimit,
 			}})
-		case "noop", "kvgate":
+		case "bare", "noop", "kvgate":
 			f := clone(wasm).(envoy.Doc)
 			cfg := f["typed_config"].(envoy.Doc)["config"].(envoy.Doc)
-			path := s.KvgatePath
-			if r.Filters == "noop" {
-				path = s.NoopPath
-			}
+			path := map[string]string{"bare": s.BarePath, "noop": s.NoopPath, "kvgate": s.KvgatePath}[r.Filters]
 			cfg["name"] = "row-" + r.ID
 			vm := cfg["vm_config"].(envoy.Doc)
 			vm["vm_id"] = "row-" + r.ID
