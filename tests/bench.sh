@@ -11,15 +11,19 @@
 #
 # Go benchmarks are summarised with benchstat; tables 4 and 5 are printed
 # by their benchmarks. About 8 minutes on the project's 2-core machine
-# when it is quiet.
+# when it is quiet (each section prints the time so far); short
+# benchtimes keep it there, and 6 runs give benchstat its intervals.
 #
-# Usage: tests/bench.sh [COUNT]   runs of each Go benchmark (default 5)
+# Usage: tests/bench.sh [COUNT]   runs of each Go benchmark (default 6)
 # Environment: BENCH_OUT (default bench-results) keeps every raw output;
-# KVGATE_ENVOY names Envoy (the Makefile sets it); KVGATE_ENVOY_ROUNDS and
-# KVGATE_ENVOY_TIME size table 4 (tests/envoybench/bench_test.go).
+# KVGATE_ENVOY names Envoy (the Makefile sets it); KVGATE_ENVOY_ROUNDS
+# (default 6 here) and KVGATE_ENVOY_TIME size table 4
+# (tests/envoybench/bench_test.go).
 set -eu
 cd "$(dirname "$0")/.."
-count=${1:-5}
+count=${1:-6}
+: "${KVGATE_ENVOY_ROUNDS:=6}"
+export KVGATE_ENVOY_ROUNDS
 out=${BENCH_OUT:-bench-results}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -50,11 +54,11 @@ gobench kvhints ./kvhints 200ms
 gobench filter ./filter 200ms
 
 section "2. The module under wazero"
-gobench wasm ./wasm 300ms
-gobench host ./host 300ms
+gobench wasm ./wasm 200ms
+gobench host ./host 200ms
 
 section "3. The sidecar against a plain reverse proxy"
-gobench sidecar ./cmd/sidecar 1s
+gobench sidecar ./cmd/sidecar 500ms
 
 section "4. Envoy: kvgate's cost, decomposed, against the buffer filter"
 echo "== (cd tests/envoybench && go test -run '^\$' -bench Envoy -benchtime 1x)"

@@ -35,7 +35,7 @@
 //
 //	KVGATE_ENVOY=$PWD/../../.venv/bin/envoy go test -run '^$' -bench Envoy -benchtime 1x -timeout 20m
 //
-// and see BENCHMARKS.md (section "Envoy") for the table it prints and what
+// and see BENCHMARKS.md (section 4) for the table it prints and what
 // the columns mean. TestRows, part of `make test`, runs one short round of
 // every row and checks that each answered and forwarded what it should.
 package envoybench
