@@ -1,0 +1,312 @@
+package envoybench
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kvgate/kvgate/envoy"
+	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/kvhints"
+)
+
+// Body sizes of the three loads.
+const (
+	smallBody = 4 << 10
+	largeBody = 1 << 20
+)
+
+// envelope returns an admissible kv.fetch envelope of about n bytes (the
+// reference envelope of docs/spec.md for n = 0).
+func envelope(n int) []byte {
+	encode := func(k int) []byte {
+		hashes := []uint64{11, 22}
+		if n > 0 {
+			hashes = make([]uint64, k)
+			h := uint64(0x9e3779b97f4a7c15)
+			for i := range hashes {
+				h = h*6364136223846793005 + 1442695040888963407
+				hashes[i] = h | 1<<63
+			}
+		}
+		a, err := kvhints.NewFetchAction("a1", "tcp://127.0.0.1:23280", hashes)
+		if err != nil {
+			panic(err)
+		}
+		e, err := kvhints.NewEnvelope("msg-123", []kvhints.Action{a})
+		if err != nil {
+			panic(err)
+		}
+		b, err := e.Encode()
+		if err != nil {
+			panic(err)
+		}
+		return b
+	}
+	if n == 0 {
+		return encode(0)
+	}
+	k := (n - len(encode(0))) / 21
+	for len(encode(k)) > n {
+		k--
+	}
+	return encode(k)
+}
+
+// prose is the user message's text: English with a quotation and a line
+// break, a few escapes per paragraph like a real prompt.
+const prose = `Serving stacks route each request to a worker that may already hold part of its KV cache; ` +
+	`the router can say \"fetch these blocks from there\" and the worker decides. \n`
+
+// chatBody returns a chat completion request of exactly n bytes carrying
+// hint as its kv_hints member.
+func chatBody(n int, hint []byte) []byte {
+	head := `{"model":"meta-llama/Llama-3.1-8B-Instruct","kv_hints":` + string(hint) +
+		`,"max_tokens":16,"messages":[{"role":"user","content":"`
+	tail := `"}]}`
+	text := strings.Repeat(prose, (n-len(head)-len(tail))/len(prose)+1)[:n-len(head)-len(tail)]
+	text = strings.TrimRight(text, `\`) // never end on half an escape
+	for len(head)+len(text)+len(tail) < n {
+		text += "."
+	}
+	return []byte(head + text + tail)
+}
+
+// bodies are the request bodies a row is sent: a 4 KiB and a 1 MiB chat
+// request, with the reference hint for untrusted rows, with a 2 KiB
+// kv.fetch envelope for the trusted row.
+type bodies struct{ small, large []byte }
+
+var (
+	referenceBodies = bodies{chatBody(smallBody, envelope(0)), chatBody(largeBody, envelope(0))}
+	envelopeBodies  = bodies{chatBody(smallBody, envelope(2048)), chatBody(largeBody, envelope(2048))}
+)
+
+// A row is one Envoy configuration under test, on a listener of its own.
+type row struct {
+	ID, Name string
+	// Filters are the HTTP filters before the router (see filters).
+	Filters string
+	// PluginConfig is the wasm module's configuration, for wasm rows.
+	PluginConfig string
+	// Trusted rows are sent envelopeBodies, the others referenceBodies.
+	Trusted bool
+	// Rewrites rows forward what kvhints makes of the body; the others
+	// forward it unchanged.
+	Rewrites bool
+	// Ext says the row's work is done by the ext_proc server.
+	Ext bool
+
+	port int
+}
+
+func (r *row) bodies() bodies {
+	if r.Trusted {
+		return envelopeBodies
+	}
+	return referenceBodies
+}
+
+// want returns the body the worker must receive when the row is sent body.
+func (r *row) want(body []byte) []byte {
+	if !r.Rewrites {
+		return body
+	}
+	cfg := filter.DefaultConfig()
+	cfg.TrustKVHints = r.Trusted
+	out, res := kvhints.Rewrite(body, cfg.Policy())
+	if res.Outcome == kvhints.OutcomeRejected {
+		panic("benchmark body rejected: " + res.Message)
+	}
+	return out
+}
+
+// rows are the configurations, in table order; baseline is the row the
+// others are compared with.
+func rows() []*row {
+	return []*row{
+		{ID: "a", Name: "router only", Filters: ""},
+		{ID: "b", Name: "buffer filter", Filters: "buffer"},
+		{ID: "c0", Name: "bare wasm, no-op (no Go runtime)", Filters: "bare"},
+		{ID: "c", Name: "Go wasm, no-op", Filters: "noop", PluginConfig: ""},
+		{ID: "c2", Name: "Go wasm, no-op + kvgate's host calls", Filters: "noop", PluginConfig: "calls"},
+		{ID: "d", Name: "kvgate, untrusted", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
+		{ID: "e", Name: "kvgate, trusted, 2 KiB envelope", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
+		{ID: "f", Name: "ext_proc (Go gRPC), untrusted", Filters: "ext_proc", Rewrites: true, Ext: true},
+	}
+}
+
+const baseline = "b"
+
+// setup is what a bootstrap is rendered for.
+type setup struct {
+	AdminPort   int
+	Worker      string // host:port
+	ExtProc     string // host:port
+	KvgatePath  string // wasm/kvgate.wasm
+	NoopPath    string // the built testdata/noop
+	BarePath    string // bareModule
+	BodyLimit   int
+	Concurrency int
+}
+
+// bootstrap renders one Envoy bootstrap with a listener per row. Every
+// listener is a copy of the committed envoy/envoy.yaml listener (its
+// buffer limits, route and local replies), with the row's HTTP filters in
+// place of the committed ones; a wasm row's filter is a copy of the
+// committed wasm filter (runtime, failure policy) with its own module,
+// configuration and VM, so no two rows share a VM.
+func bootstrap(s setup, rs []*row) ([]byte, error) {
+	d, err := envoy.Parse(envoy.Bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	tl, err := envoy.Dig(d, "static_resources", "listeners", 0)
+	if err != nil {
+		return nil, err
+	}
+	hf, err := envoy.Dig(tl, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
+	if err != nil {
+		return nil, err
+	}
+	var wasm, router any
+	for _, f := range hf.([]any) {
+		switch f.(envoy.Doc)["name"] {
+		case envoy.WasmFilterName:
+			wasm = f
+		case "envoy.filters.http.router":
+			router = f
+		}
+	}
+	if wasm == nil || router == nil {
+		return nil, fmt.Errorf("the committed listener lacks the wasm filter or the router")
+	}
+	var listeners []any
+	for _, r := range rs {
+		l := clone(tl).(envoy.Doc)
+		l["name"] = "row-" + r.ID
+		l["address"] = envoy.Doc{"socket_address": envoy.Doc{"address": "127.0.0.1", "port_value": r.port}}
+		fc := l["filter_chains"].([]any)[0].(envoy.Doc)
+		delete(fc, "transport_socket") // the benchmark is plain HTTP on loopback
+		var filters []any
+		switch r.Filters {
+		case "":
+		case "buffer":
+			filters = append(filters, envoy.Doc{"name": "envoy.filters.http.buffer", "typed_config": envoy.Doc{
+				"@type":             "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+				"max_request_bytes": s.BodyLimit,
+			}})
+		case "bare", "noop", "kvgate":
+			f := clone(wasm).(envoy.Doc)
+			cfg := f["typed_config"].(envoy.Doc)["config"].(envoy.Doc)
+			path := map[string]string{"bare": s.BarePath, "noop": s.NoopPath, "kvgate": s.KvgatePath}[r.Filters]
+			cfg["name"] = "row-" + r.ID
+			vm := cfg["vm_config"].(envoy.Doc)
+			vm["vm_id"] = "row-" + r.ID
+			vm["code"] = envoy.Doc{"local": envoy.Doc{"filename": path}}
+			cfg["configuration"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
+			filters = append(filters, f)
+		case "ext_proc":
+			filters = append(filters, envoy.Doc{"name": "envoy.filters.http.ext_proc", "typed_config": envoy.Doc{
+				"@type":              "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor",
+				"grpc_service":       envoy.Doc{"envoy_grpc": envoy.Doc{"cluster_name": "extproc"}, "timeout": "10s"},
+				"failure_mode_allow": false,
+				"message_timeout":    "10s",
+				"processing_mode": envoy.Doc{
+					"request_header_mode":   "SEND",
+					"response_header_mode":  "SKIP",
+					"request_body_mode":     "BUFFERED",
+					"response_body_mode":    "NONE",
+					"request_trailer_mode":  "SKIP",
+					"response_trailer_mode": "SKIP",
+				},
+			}})
+		default:
+			return nil, fmt.Errorf("row %s: unknown filters %q", r.ID, r.Filters)
+		}
+		filters = append(filters, router)
+		tc, err := envoy.Dig(fc, "filters", 0, "typed_config")
+		if err != nil {
+			return nil, err
+		}
+		tc.(envoy.Doc)["http_filters"] = filters
+		listeners = append(listeners, l)
+	}
+	sr := d["static_resources"].(envoy.Doc)
+	sr["listeners"] = listeners
+
+	cl, err := envoy.Dig(sr, "clusters", 0)
+	if err != nil {
+		return nil, err
+	}
+	workerCluster := clone(cl).(envoy.Doc)
+	workerCluster["load_assignment"] = endpoints("worker", s.Worker)
+	clusters := []any{workerCluster}
+	if s.ExtProc != "" {
+		clusters = append(clusters, envoy.Doc{
+			"name":            "extproc",
+			"type":            "STATIC",
+			"connect_timeout": "5s",
+			"typed_extension_protocol_options": envoy.Doc{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": envoy.Doc{
+				"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+				"explicit_http_config": envoy.Doc{"http2_protocol_options": envoy.Doc{}},
+			}},
+			"load_assignment": endpoints("extproc", s.ExtProc),
+		})
+	}
+	sr["clusters"] = clusters
+	d["admin"] = envoy.Doc{"address": envoy.Doc{"socket_address": envoy.Doc{"address": "127.0.0.1", "port_value": s.AdminPort}}}
+	return json.MarshalIndent(d, "", "  ")
+}
+
+func endpoints(name, hostPort string) envoy.Doc {
+	i := strings.LastIndexByte(hostPort, ':')
+	var port int
+	fmt.Sscan(hostPort[i+1:], &port)
+	return envoy.Doc{"cluster_name": name, "endpoints": []any{envoy.Doc{"lb_endpoints": []any{envoy.Doc{
+		"endpoint": envoy.Doc{"address": envoy.Doc{"socket_address": envoy.Doc{"address": hostPort[:i], "port_value": port}}},
+	}}}}}
+}
+
+// clone deep-copies generic JSON values.
+func clone(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var c any
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// TestBodies checks the generated bodies: exact sizes, read by kvhints as
+// the rows expect (untrusted strips the hint, trusted admits the
+// envelope).
+func TestBodies(t *testing.T) {
+	if n := len(envelope(2048)); n > 2048 || n < 2000 {
+		t.Errorf("2 KiB envelope is %d bytes", n)
+	}
+	for _, b := range []bodies{referenceBodies, envelopeBodies} {
+		if len(b.small) != smallBody || len(b.large) != largeBody {
+			t.Errorf("body sizes %d and %d, want %d and %d", len(b.small), len(b.large), smallBody, largeBody)
+		}
+	}
+	for _, c := range []struct {
+		trusted bool
+		body    []byte
+		want    kvhints.Outcome
+	}{
+		{false, referenceBodies.small, kvhints.OutcomeStripped},
+		{false, referenceBodies.large, kvhints.OutcomeStripped},
+		{true, envelopeBodies.small, kvhints.OutcomeAdmitted},
+		{true, envelopeBodies.large, kvhints.OutcomeAdmitted},
+	} {
+		_, res := kvhints.Rewrite(c.body, kvhints.Policy{Trusted: c.trusted, Limits: kvhints.Limits{MaxDepth: kvhints.DefaultMaxDepth}})
+		if res.Outcome != c.want {
+			t.Errorf("trusted=%v, %d bytes: outcome %v (%s), want %v", c.trusted, len(c.body), res.Outcome, res.Message, c.want)
+		}
+	}
+}
