@@ -22,6 +22,7 @@ import (
 
 	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/envoy"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
 var update = flag.Bool("update", false, "rewrite envoy.yaml from envoy/envoy.yaml")
@@ -243,7 +244,7 @@ func TestEnvoyBootstrap(t *testing.T) {
 			t.Setenv("KVGATE_ENVOY", p)
 		}
 	}
-	bin := envoy.Binary(t)
+	bin := envoytest.Binary(t)
 	// Validate with the module where this machine has it.
 	local := bytes.Replace(got, []byte("/etc/kvgate/kvgate.wasm"), []byte(filepath.Join(root, "wasm", "kvgate.wasm")), -1)
 	dir := t.TempDir()

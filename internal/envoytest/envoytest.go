@@ -185,3 +185,7 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Pid returns the Envoy process's id, for tests that read its resource use
+// from /proc (tests/envoybench reads its CPU time).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
 func TestMain(m *testing.M) {
@@ -74,7 +74,7 @@ var loads = []load{
 type harness struct {
 	Rows    []*row
 	Worker  *worker
-	Envoy   *envoy.Process
+	Envoy   *envoytest.Process
 	ExtProc *extProc
 	many    map[string]*http.Client // per row: 64 connections
 	one     map[string]*http.Client // per row: 1 connection
@@ -84,7 +84,7 @@ type harness struct {
 // and Envoy.
 func start(tb testing.TB, concurrency int) *harness {
 	tb.Helper()
-	bin := envoy.Binary(tb)
+	bin := envoytest.Binary(tb)
 	h := &harness{Rows: rows(), many: map[string]*http.Client{}, one: map[string]*http.Client{}}
 	noop := buildNoop(tb)
 	bare := filepath.Join(tb.TempDir(), "bare.wasm")
@@ -94,11 +94,11 @@ func start(tb testing.TB, concurrency int) *harness {
 	h.Worker = startWorker(tb)
 	h.ExtProc = startExtProc(tb)
 	for _, r := range h.Rows {
-		r.port = envoy.FreePort(tb)
+		r.port = envoytest.FreePort(tb)
 		h.many[r.ID] = client(64)
 		h.one[r.ID] = client(1)
 	}
-	admin := envoy.FreePort(tb)
+	admin := envoytest.FreePort(tb)
 	cfg, err := bootstrap(setup{
 		AdminPort:  admin,
 		Worker:     h.Worker.Addr,
@@ -111,7 +111,7 @@ func start(tb testing.TB, concurrency int) *harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h.Envoy = envoy.Start(tb, bin, cfg, admin, concurrency)
+	h.Envoy = envoytest.Start(tb, bin, cfg, admin, concurrency)
 	tb.Cleanup(func() {
 		for _, cl := range h.many {
 			cl.CloseIdleConnections()

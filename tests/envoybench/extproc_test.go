@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 )
 
@@ -90,12 +91,14 @@ func (p *processor) headers(h *extprocv3.HttpHeaders) *extprocv3.ProcessingRespo
 		}
 		switch strings.ToLower(hv.Key) {
 		case "content-encoding":
-			if st, msg := kvhints.CheckContentEncoding(v); st != 0 {
+			if st, msg := httperr.CheckContentEncoding(v); st != 0 {
 				return immediate(st, msg)
 			}
 		case "content-length":
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > int64(p.policy.MaxBodyBytes) {
-				return immediate(413, "request body is larger than the limit of "+strconv.Itoa(p.policy.MaxBodyBytes)+" bytes")
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				if st, msg := httperr.BodyTooLarge(n, p.policy.MaxBodyBytes); st != 0 {
+					return immediate(st, msg)
+				}
 			}
 		}
 	}
@@ -125,7 +128,7 @@ func immediate(status int, msg string) *extprocv3.ProcessingResponse {
 		Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{
 			Header: &corev3.HeaderValue{Key: "content-type", RawValue: []byte("application/json")},
 		}}},
-		Body:    kvhints.ErrorBody(status, msg),
+		Body:    httperr.Invalid(status, msg),
 		Details: "kvgate_body_rejected",
 	}}}
 }

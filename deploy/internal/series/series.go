@@ -26,6 +26,7 @@ import (
 	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/metricname"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -191,7 +192,7 @@ func (s *Sidecar) Log() string { return s.log.String() }
 func StartSidecar(tb testing.TB, bin, upstream string, args ...string) *Sidecar {
 	tb.Helper()
 	s := &Sidecar{log: &lockedBuffer{}}
-	api, admin := envoy.FreePort(tb), envoy.FreePort(tb)
+	api, admin := envoytest.FreePort(tb), envoytest.FreePort(tb)
 	args = append(append([]string(nil), args...),
 		"-listen", fmt.Sprintf("127.0.0.1:%d", api), "-admin", fmt.Sprintf("127.0.0.1:%d", admin),
 		"-upstream", upstream, "-cache-dir", "", "-log-flush", "0")
@@ -249,7 +250,7 @@ func FromSidecar(tb testing.TB) Names {
 // FromEnvoy scrapes /stats/prometheus of a real Envoy running the committed
 // bootstrap with the committed module, after one request through it (so
 // that request histograms exist). The Envoy binary is $KVGATE_ENVOY, or the
-// repository's .venv/bin/envoy when that is unset; envoy.Binary skips the
+// repository's .venv/bin/envoy when that is unset; envoytest.Binary skips the
 // test without one, and fails it under CI=true.
 func FromEnvoy(tb testing.TB) Names {
 	tb.Helper()
@@ -262,14 +263,14 @@ func FromEnvoy(tb testing.TB) Names {
 			tb.Setenv("KVGATE_ENVOY", p)
 		}
 	}
-	bin := envoy.Binary(tb)
+	bin := envoytest.Binary(tb)
 	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("content-type", "application/json")
 		_, _ = io.WriteString(w, `{"object":"chat.completion"}`)
 	}))
 	defer worker.Close()
-	admin, listen := envoy.FreePort(tb), envoy.FreePort(tb)
+	admin, listen := envoytest.FreePort(tb), envoytest.FreePort(tb)
 	cfg, err := envoy.Render(envoy.Options{
 		AdminPort:  admin,
 		Upstream:   strings.TrimPrefix(worker.URL, "http://"),
@@ -279,7 +280,7 @@ func FromEnvoy(tb testing.TB) Names {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := envoy.Start(tb, bin, cfg, admin, 1)
+	p := envoytest.Start(tb, bin, cfg, admin, 1)
 	return scrape(tb, fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", listen), p.Admin+"/stats/prometheus")
 }
 
