@@ -59,8 +59,11 @@ func checkWasmConfig(t *testing.T, where string, c Doc) filter.Config {
 		s, _ := v.(string)
 		return s
 	}
-	if got := str("failure_policy"); got != "FAIL_CLOSED" {
-		t.Errorf("%s: failure_policy = %q, want FAIL_CLOSED", where, got)
+	// FAIL_RELOAD: 503 while the VM is down, never a forward, and a fresh
+	// VM after a trap (FAIL_CLOSED kept a worker thread answering 503 until
+	// Envoy restarted: tests/e2e TestTrapRecovers).
+	if got := str("failure_policy"); got != "FAIL_RELOAD" {
+		t.Errorf("%s: failure_policy = %q, want FAIL_RELOAD", where, got)
 	}
 	if _, ok := c["fail_open"]; ok {
 		t.Errorf("%s: fail_open is deprecated; use failure_policy", where)

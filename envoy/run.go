@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +161,21 @@ func (p *Process) Log() string { return p.log.String() }
 
 // Prometheus returns the admin /stats/prometheus page.
 func (p *Process) Prometheus() (string, error) { return get(p.Admin + "/stats/prometheus") }
+
+// Stat returns the value of one of Envoy's own stats by its full name (e.g.
+// "wasm.kvgate.vm_reload_success"), from the admin /stats page.
+func (p *Process) Stat(name string) (uint64, error) {
+	page, err := get(p.Admin + "/stats?filter=" + url.QueryEscape("^"+regexp.QuoteMeta(name)+"$"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(page, "\n") {
+		if v, ok := strings.CutPrefix(line, name+": "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("envoy: no stat %s", name)
+}
 
 func get(url string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -236,10 +236,19 @@ var labelRe = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 // parseSeries reads the filter's families from a Prometheus text page.
 func parseSeries(page string) series {
 	fams := map[string]bool{filter.MetricIgnored: true, filter.MetricAdmitted: true, filter.MetricRejected: true}
+	return parseFamilies(page, func(f string) bool { return fams[f] })
+}
+
+// parseAny reads every family of a Prometheus text page.
+func parseAny(page string) series {
+	return parseFamilies(page, func(string) bool { return true })
+}
+
+func parseFamilies(page string, want func(family string) bool) series {
 	out := series{}
 	for _, line := range strings.Split(page, "\n") {
 		m := sampleRe.FindStringSubmatch(line)
-		if m == nil || !fams[m[1]] {
+		if m == nil || !want(m[1]) {
 			continue
 		}
 		var labels []string
