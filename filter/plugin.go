@@ -44,6 +44,13 @@ const (
 	DetailsFailed = "kvgate_filter_failed"
 )
 
+// TooLargeMessage is the error message of the 413 answer to a body over
+// the limit of max bytes. Envoy's own 413 (envoy/envoy.yaml,
+// local_reply_config) carries the same message.
+func TooLargeMessage(max int) string {
+	return "request body is larger than the limit of " + strconv.Itoa(max) + " bytes"
+}
+
 // FailureBody is the 503 answer when the filter cannot do its job.
 var FailureBody = []byte(`{"error":{"message":"the request could not be filtered","type":"server_error","code":503}}`)
 
@@ -236,7 +243,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		case status != 0:
 		case equalFold(k, "content-length"):
 			if n, ok := parseLength(v); ok && n > int64(cfg.MaxBodyBytes) {
-				status, msg = 413, "request body is larger than the limit of "+strconv.Itoa(cfg.MaxBodyBytes)+" bytes"
+				status, msg = 413, TooLargeMessage(cfg.MaxBodyBytes)
 			}
 		}
 	})
@@ -266,7 +273,7 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Act
 		return a
 	}
 	if bodySize > r.cfg.MaxBodyBytes {
-		return p.reject(s, r, 413, "request body is larger than the limit of "+strconv.Itoa(r.cfg.MaxBodyBytes)+" bytes")
+		return p.reject(s, r, 413, TooLargeMessage(r.cfg.MaxBodyBytes))
 	}
 	if !endOfStream {
 		return Pause
