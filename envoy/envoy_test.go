@@ -19,6 +19,8 @@ func wantStatsTags() []any {
 	return []any{
 		Doc{"tag_name": "reason", "regex": metricname.Regex(filter.MetricIgnored, "reason")},
 		Doc{"tag_name": "status", "regex": metricname.Regex(filter.MetricRejected, "status")},
+		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricUninspected, "protocol")},
+		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricRefused, "protocol")},
 	}
 }
 

@@ -17,13 +17,20 @@ const (
 	MetricAdmitted = "kvgate_kv_hints_admitted_total"
 	// MetricRejected counts bodies answered locally, label status.
 	MetricRejected = "kvgate_bodies_rejected_total"
+	// MetricUninspected counts requests passed without inspection, label
+	// protocol (grpc.go).
+	MetricUninspected = "kvgate_requests_uninspected_total"
+	// MetricRefused counts requests refused for their protocol, label
+	// protocol (grpc.go, "grpc": "refuse").
+	MetricRefused = "kvgate_requests_refused_total"
 )
 
 // RejectStatuses are the status label values of MetricRejected.
 var RejectStatuses = [...]int{400, 413, 415}
 
 // MetricNames returns every series name the filter defines, in definition
-// order: the four ignored reasons, admitted, then the rejected statuses.
+// order: the four ignored reasons, admitted, the rejected statuses, then
+// gRPC requests uninspected and refused.
 func MetricNames() []string {
 	var names []string
 	for _, r := range kvhints.Reasons {
@@ -33,7 +40,8 @@ func MetricNames() []string {
 	for _, s := range RejectStatuses {
 		names = append(names, metricname.Encode(MetricRejected, metricname.Label{Name: "status", Value: strconv.Itoa(s)}))
 	}
-	return names
+	grpc := metricname.Label{Name: "protocol", Value: "grpc"}
+	return append(names, metricname.Encode(MetricUninspected, grpc), metricname.Encode(MetricRefused, grpc))
 }
 
 // Local replies.
@@ -42,6 +50,9 @@ const (
 	DetailsRejected = "kvgate_body_rejected"
 	// DetailsFailed is the response code details of a filter failure.
 	DetailsFailed = "kvgate_filter_failed"
+	// DetailsGRPCRefused is the response code details of a refused gRPC
+	// request.
+	DetailsGRPCRefused = "kvgate_grpc_refused"
 )
 
 // TooLargeMessage is the error message of the 413 answer to a body over
@@ -52,7 +63,9 @@ func TooLargeMessage(max int) string {
 }
 
 // FailureBody is the 503 answer when the filter cannot do its job.
-var FailureBody = []byte(`{"error":{"message":"the request could not be filtered","type":"server_error","code":503}}`)
+var FailureBody = []byte(`{"error":{"message":"` + failureMessage + `","type":"server_error","code":503}}`)
+
+const failureMessage = "the request could not be filtered"
 
 var jsonHeaders = SerializeHeaders([][2]string{{"content-type", "application/json"}})
 
@@ -61,6 +74,8 @@ type counters struct {
 	ignored  [len(kvhints.Reasons) + 1]uint32 // by kvhints.Reason
 	admitted uint32
 	rejected [len(RejectStatuses)]uint32
+	// gRPC requests passed uninspected and refused
+	grpcUninspected, grpcRefused uint32
 }
 
 // root is one plugin (root context) and its configuration.
@@ -88,6 +103,12 @@ type stream struct {
 	id    uint32
 	root  uint32 // the root context's id
 	state uint8
+	// grpcLabel: the request is labelled gRPC, so the filter's own answers
+	// are gRPC answers (grpc.go).
+	grpcLabel bool
+	// grpcUndecided: its body is being buffered until DecideGRPC can tell
+	// whether it passes uninspected.
+	grpcUndecided bool
 }
 
 // Plugin is the filter of one VM: its root contexts, its in-flight streams
@@ -188,6 +209,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	}
 	r.ids.admitted = ids[len(kvhints.Reasons)]
 	copy(r.ids.rejected[:], ids[len(kvhints.Reasons)+1:])
+	r.ids.grpcUninspected, r.ids.grpcRefused = ids[len(ids)-2], ids[len(ids)-1]
 	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
 	if rs, ok := p.host.(Reserver); ok {
 		rs.Reserve(cfg.MaxBodyBytes + 1)
@@ -196,15 +218,17 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	p.rw.Reserve(p.reserved)
 	p.host.Log(LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
-		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths)))
+		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String())
 	return true
 }
 
 // OnRequestHeaders decides whether the request's body must be inspected. It
-// answers 415 for an encoded body and 413 for a declared length over the
-// limit; otherwise it removes Content-Length (the body may change length)
-// and lets the headers go on. The body itself is held back by
-// OnRequestBody until the whole of it has been filtered.
+// refuses a gRPC request when so configured, answers 415 for an encoded
+// body and 413 for a declared length over the limit (for a gRPC request
+// only once its bytes show it is not gRPC); otherwise it removes
+// Content-Length (the body may change length) and lets the headers go on.
+// The body itself is held back by OnRequestBody until the whole of it has
+// been filtered, or, for a gRPC request, until its first bytes decide.
 //
 // Pausing here would be wrong: Envoy turns a pause in the header callback
 // into "stop all iteration" and never delivers the body to the filter, so
@@ -221,8 +245,8 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	if r == nil || !r.ok || s.state != stNew {
 		return p.fail(id, s, "request headers on an unknown or unconfigured stream")
 	}
-	if endOfStream {
-		s.state = stPass
+	if endOfStream && r.cfg.GRPC != GRPCRefuse {
+		s.state = stPass // no body, nothing to inspect
 		return Continue
 	}
 	hdrs, err := p.host.RequestHeaders()
@@ -230,11 +254,13 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		return p.fail(id, s, "cannot read request headers: "+err.Error())
 	}
 	cfg := &r.cfg
-	excluded, status, msg := false, 0, ""
+	excluded, grpc, status, msg := false, false, 0, ""
 	err = ForEachHeader(hdrs, func(k, v []byte) {
 		switch {
 		case string(k) == ":path":
 			excluded = cfg.Excluded(v)
+		case equalFold(k, "content-type"):
+			grpc = grpc || IsGRPCContentType(v)
 		case status == 415:
 		case equalFold(k, "content-encoding"):
 			if st, m := kvhints.CheckContentEncoding(string(v)); st != 0 {
@@ -254,23 +280,41 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		s.state = stPass
 		return Continue
 	}
+	s.grpcLabel = grpc
+	if grpc && cfg.GRPC == GRPCRefuse {
+		return p.refuseGRPC(s, r) // with or without a body
+	}
+	if endOfStream {
+		s.state = stPass
+		return Continue
+	}
+	if status == 413 && grpc {
+		status = 0 // the body's bytes decide; OnRequestBody applies the limit to a body that is not gRPC
+	}
 	if status != 0 {
 		return p.reject(s, r, status, msg)
 	}
 	if err := p.host.RemoveRequestHeader("content-length"); err != nil {
 		return p.fail(id, s, "cannot remove content-length: "+err.Error())
 	}
-	s.state = stBuffering
+	s.state, s.grpcUndecided = stBuffering, grpc
 	return Continue
 }
 
 // OnRequestBody buffers the body until the end of the stream, then filters
-// it. A body over the limit is answered with 413 as soon as it is seen.
+// it. A body over the limit is answered with 413 as soon as it is seen. A
+// body labelled gRPC is first held until its first bytes decide whether it
+// passes uninspected; from then on it streams through.
 func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a Action) {
 	defer p.guard(id, &a)
 	s, r, a, ok := p.buffering(id, "request body")
 	if !ok {
 		return a
+	}
+	if s.grpcUndecided {
+		if a, decided := p.decideGRPC(id, s, r, bodySize, endOfStream); decided {
+			return a
+		}
 	}
 	if bodySize > r.cfg.MaxBodyBytes {
 		return p.reject(s, r, 413, TooLargeMessage(r.cfg.MaxBodyBytes))
@@ -289,7 +333,53 @@ func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a Action) {
 	if !ok {
 		return a
 	}
+	if s.grpcUndecided {
+		if a, decided := p.decideGRPC(id, s, r, -1, true); decided {
+			return a
+		}
+	}
 	return p.finish(id, s, r, -1)
+}
+
+// decideGRPC looks at the buffered start of a body labelled gRPC (size
+// bytes, or all the host holds when size < 0; eos when that is the whole
+// body). It returns decided = false when the body is to be inspected like
+// any other (s.grpcUndecided is then cleared); otherwise the action: Continue when
+// the body passes uninspected (counted; the rest of it streams through),
+// Pause while more of it is needed.
+func (p *Plugin) decideGRPC(id uint32, s *stream, r *root, size int, eos bool) (Action, bool) {
+	// The first bytes nearly always decide; read up to what DecideGRPC
+	// can use only when they do not.
+	for _, want := range [...]int{64, grpcLookahead + 4} {
+		n := want
+		if size >= 0 {
+			n = min(n, size)
+		}
+		b, err := p.host.RequestBody(n)
+		if err != nil {
+			return p.fail(id, s, "cannot read request body: "+err.Error()), true
+		}
+		whole := eos && ((size < 0 && len(b) < want) || len(b) == size)
+		if pass, done := DecideGRPC(b, whole); done {
+			s.grpcUndecided = false
+			if !pass {
+				return 0, false
+			}
+			s.state = stPass
+			p.count(r.ids.grpcUninspected)
+			return Continue, true
+		}
+		if len(b) < n || n == size {
+			break // all the host holds
+		}
+	}
+	if size < 0 || size > r.cfg.MaxBodyBytes {
+		// Undecided at the end of the body (which DecideGRPC never is) or
+		// over the limit: inspected, so a 413 as for any body.
+		s.grpcUndecided = false
+		return 0, false
+	}
+	return Pause, true
 }
 
 // buffering finds the stream of a body or trailers callback (what) and
@@ -388,10 +478,17 @@ func (p *Plugin) release(id uint32) {
 	}
 }
 
-// reject answers the request with status and the OpenAI-style error.
+// reject answers the request with status and the OpenAI-style error, or
+// for a request labelled gRPC with the gRPC status that stands for it.
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) Action {
 	s.state = stDone
-	if err := p.host.SendLocalResponse(status, DetailsRejected, kvhints.ErrorBody(status, msg), jsonHeaders); err != nil {
+	var err error
+	if s.grpcLabel {
+		err = p.host.SendLocalResponse(200, DetailsRejected, nil, grpcReplyHeaders(GRPCStatusOf(status), msg))
+	} else {
+		err = p.host.SendLocalResponse(status, DetailsRejected, kvhints.ErrorBody(status, msg), jsonHeaders)
+	}
+	if err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	for i, st := range RejectStatuses {
@@ -402,14 +499,31 @@ func (p *Plugin) reject(s *stream, r *root, status int, msg string) Action {
 	return Pause
 }
 
+// refuseGRPC answers a gRPC request the gRPC way (HTTP 200, grpc-status
+// PERMISSION_DENIED) without looking at its body, and counts it.
+func (p *Plugin) refuseGRPC(s *stream, r *root) Action {
+	s.state = stDone
+	if err := p.host.SendLocalResponse(200, DetailsGRPCRefused, nil, grpcReplyHeaders(GRPCStatusPermissionDenied, GRPCRefusedMessage)); err != nil {
+		panic("kvgate: cannot send local response: " + err.Error())
+	}
+	p.count(r.ids.grpcRefused)
+	return Pause
+}
+
 // fail answers 503: the request cannot be filtered. If even the local reply
 // fails, the guest traps, which the host turns into a 503 too.
 func (p *Plugin) fail(id uint32, s *stream, why string) Action {
 	p.host.Log(LogError, "kvgate: context "+strconv.FormatUint(uint64(id), 10)+": "+why+"; answering 503")
+	var err error
 	if s != nil {
 		s.state = stDone
 	}
-	if err := p.host.SendLocalResponse(503, DetailsFailed, FailureBody, jsonHeaders); err != nil {
+	if s != nil && s.grpcLabel {
+		err = p.host.SendLocalResponse(200, DetailsFailed, nil, grpcReplyHeaders(GRPCStatusOf(503), failureMessage))
+	} else {
+		err = p.host.SendLocalResponse(503, DetailsFailed, FailureBody, jsonHeaders)
+	}
+	if err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	return Pause

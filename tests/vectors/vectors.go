@@ -20,8 +20,11 @@ type Case struct {
 	// MaxDepth and MaxBodyBytes are 0 when the case uses the defaults.
 	MaxDepth     int
 	MaxBodyBytes int
-	Request      Request
-	Expect       Expect
+	// GRPC is the configuration's "grpc" member, "" for the default
+	// ("pass").
+	GRPC    string
+	Request Request
+	Expect  Expect
 }
 
 // Request is the HTTP request of a case.
@@ -38,12 +41,18 @@ type Expect struct {
 	Action string
 	// Status is the local reply's status for "reject".
 	Status int
+	// GRPCStatus is the grpc-status of a gRPC answer ("reject" of a request
+	// labelled gRPC, with Status 200: refused under "grpc": "refuse", or
+	// the code that stands for 400, 413 or 415), 0 otherwise.
+	GRPCStatus int
 	// ForwardedBody is the body the worker receives for "forward"; nil when
 	// the case does not say.
 	ForwardedBody []byte
 	// Unchanged is true when the forwarded body is the request body.
 	Unchanged bool
-	// Outcome and Reason are kvhints' Outcome and Reason names ("" for none).
+	// Outcome and Reason are kvhints' Outcome and Reason names ("" for
+	// none), or the filter's for gRPC: "uninspected" (passed without
+	// inspection) and "refused".
 	Outcome string
 	Reason  string
 	// CanonicalHint is the admitted envelope's canonical bytes, if any.
@@ -60,6 +69,10 @@ type Counters struct {
 	Malformed      int `json:"malformed"`
 	Admitted       int `json:"admitted"`
 	RejectedBodies int `json:"rejected_bodies"`
+	// The gRPC counters, present in the files for the grpc group only
+	// (absent means 0).
+	GRPCUninspected int `json:"grpc_uninspected"`
+	GRPCRefused     int `json:"grpc_refused"`
 }
 
 type fileJSON struct {
@@ -73,6 +86,7 @@ type caseJSON struct {
 	Trusted      bool   `json:"trusted"`
 	MaxDepth     int    `json:"max_depth"`
 	MaxBodyBytes int    `json:"max_body_bytes"`
+	GRPC         string `json:"grpc"`
 	Request      struct {
 		Method     string            `json:"method"`
 		Path       string            `json:"path"`
@@ -83,6 +97,7 @@ type caseJSON struct {
 	Expect struct {
 		Action              string   `json:"action"`
 		Status              int      `json:"status"`
+		GRPCStatus          int      `json:"grpc_status"`
 		ForwardedBody       *string  `json:"forwarded_body"`
 		ForwardedBodyBase64 *string  `json:"forwarded_body_base64"`
 		Unchanged           bool     `json:"unchanged"`
@@ -130,6 +145,7 @@ func convert(group string, cj caseJSON) (Case, error) {
 		Trusted:      cj.Trusted,
 		MaxDepth:     cj.MaxDepth,
 		MaxBodyBytes: cj.MaxBodyBytes,
+		GRPC:         cj.GRPC,
 		Request: Request{
 			Method:  cj.Request.Method,
 			Path:    cj.Request.Path,
@@ -146,11 +162,12 @@ func convert(group string, cj caseJSON) (Case, error) {
 	c.Request.Body = body
 	e := cj.Expect
 	c.Expect = Expect{
-		Action:    e.Action,
-		Status:    e.Status,
-		Unchanged: e.Unchanged,
-		Outcome:   e.Outcome,
-		Counters:  e.Counters,
+		Action:     e.Action,
+		Status:     e.Status,
+		GRPCStatus: e.GRPCStatus,
+		Unchanged:  e.Unchanged,
+		Outcome:    e.Outcome,
+		Counters:   e.Counters,
 	}
 	if e.Reason != nil {
 		c.Expect.Reason = *e.Reason
@@ -193,6 +210,9 @@ func (c *Case) FilterConfig() string {
 	}
 	if c.MaxBodyBytes != 0 {
 		doc += `,"max_body_bytes":` + strconv.Itoa(c.MaxBodyBytes)
+	}
+	if c.GRPC != "" {
+		doc += `,"grpc":` + strconv.Quote(c.GRPC)
 	}
 	return doc + "}"
 }
