@@ -5,10 +5,11 @@
 // Envoy.
 //
 // A committed bootstrap is the template: Render keeps everything in it
-// (stats tags, buffer limits, the filter's failure policy, the connection
-// manager's address handling, TLS settings) and changes only addresses,
-// certificate files, the module path and the plugin configuration, so what
-// the tests run is what operators deploy.
+// (stats tags, the filter's failure policy, the connection manager's
+// address handling, TLS settings) and changes only addresses, certificate
+// files, the module path and the plugin configuration, and what follows the
+// plugin configuration's body limit (the buffer limits and Envoy's own 413
+// message), so what the tests run is what operators deploy.
 package envoy
 
 import (
@@ -17,8 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/httperr"
 )
 
 // Bootstrap is envoy.yaml, the committed bootstrap.
@@ -129,6 +134,12 @@ func Render(opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	wc, err := WasmConfig(d)
+	if err != nil {
+		return nil, err
+	}
+	tmplLimit := bodyLimit(filter.DefaultMaxBodyBytes, stringAt(wc, "configuration", "value"))
+	maxLimit := 0
 	var ls []any
 	for _, l := range opts.Listeners {
 		c := deepCopy(tmpl).(Doc)
@@ -169,9 +180,19 @@ func Render(opts Options) ([]byte, error) {
 			}
 		}
 		tc.(Doc)["http_filters"] = filters
+		limit := bodyLimit(tmplLimit, l.PluginConfig)
+		if err := setBodyLimit(c, limit); err != nil {
+			return nil, err
+		}
+		maxLimit = max(maxLimit, limit)
 		ls = append(ls, c)
 	}
 	d["static_resources"].(Doc)["listeners"] = ls
+	cl, err := dig(d, "static_resources", "clusters", 0)
+	if err != nil {
+		return nil, err
+	}
+	cl.(Doc)["per_connection_buffer_limit_bytes"] = BufferLimit(maxLimit)
 	return json.MarshalIndent(d, "", "  ")
 }
 
@@ -194,6 +215,67 @@ func setTLS(l Doc, files *TLSFiles) error {
 	c := ctx.(Doc)
 	c["tls_certificates"] = []any{Doc{"certificate_chain": Doc{"filename": files.Cert}, "private_key": Doc{"filename": files.Key}}}
 	return set(c, []string{"validation_context", "trusted_ca"}, Doc{"filename": files.ClientCA})
+}
+
+// BufferLimit is the per_connection_buffer_limit_bytes of the listener and
+// the cluster for a filter body limit of maxBody bytes: the filter holds
+// the whole body, so Envoy buffers it, with BufferHeadroom to spare.
+func BufferLimit(maxBody int) int { return maxBody + BufferHeadroom }
+
+// TooLargeBody is the body of Envoy's own 413 (local_reply_config, for a
+// body that overflows Envoy's buffer before the filter answers) for a body
+// limit of maxBody bytes: the filter's answer, word for word.
+func TooLargeBody(maxBody int) string {
+	return string(httperr.Invalid(413, httperr.TooLargeMessage(maxBody)))
+}
+
+// bodyLimit returns the max_body_bytes of a plugin configuration, or def
+// when it is "" (the committed one) or not one the filter accepts: Envoy
+// then refuses it at start-up with the filter's own reason.
+func bodyLimit(def int, pluginConfig string) int {
+	if pluginConfig == "" {
+		return def
+	}
+	cfg, err := filter.ParseConfig([]byte(pluginConfig))
+	if err != nil {
+		return def
+	}
+	return cfg.MaxBodyBytes
+}
+
+// setBodyLimit writes everything of a listener that follows the filter's
+// body limit: its buffer limit and the message of its own 413.
+func setBodyLimit(l Doc, maxBody int) error {
+	l["per_connection_buffer_limit_bytes"] = BufferLimit(maxBody)
+	m, err := TooLargeMapper(l)
+	if err != nil {
+		return err
+	}
+	return set(m, []string{"body", "inline_string"}, TooLargeBody(maxBody))
+}
+
+// TooLargeMapper returns the local_reply_config mapper of a listener that
+// answers Envoy's own 413s.
+func TooLargeMapper(l Doc) (Doc, error) {
+	ms, err := dig(l, "filter_chains", 0, "filters", 0, "typed_config", "local_reply_config", "mappers")
+	if err != nil {
+		return nil, err
+	}
+	list, _ := ms.([]any)
+	for _, m := range list {
+		e, _ := dig(m, "filter", "extension_filter", "typed_config", "expression")
+		if s, ok := e.(string); ok && strings.HasPrefix(s, "response.code == 413 ") {
+			return m.(Doc), nil
+		}
+	}
+	return nil, errors.New("envoy: the listener has no local_reply_config mapper for 413")
+}
+
+// stringAt returns the string at path, or "".
+func stringAt(v any, path ...any) string {
+	x, _ := dig(v, path...)
+	s, _ := x.(string)
+	return s
 }
 
 // WasmConfig returns the wasm filter's config (PluginConfig in Envoy's

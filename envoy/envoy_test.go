@@ -43,6 +43,8 @@ func wantStatsTags() []any {
 	return []any{
 		Doc{"tag_name": "reason", "regex": metricname.Regex(filter.MetricIgnored, "reason")},
 		Doc{"tag_name": "status", "regex": metricname.Regex(filter.MetricRejected, "status")},
+		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricUninspected, "protocol")},
+		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricRefused, "protocol")},
 	}
 }
 
@@ -84,8 +86,11 @@ func checkWasmConfig(t *testing.T, where string, c Doc) filter.Config {
 		s, _ := v.(string)
 		return s
 	}
-	if got := str("failure_policy"); got != "FAIL_CLOSED" {
-		t.Errorf("%s: failure_policy = %q, want FAIL_CLOSED", where, got)
+	// FAIL_RELOAD: 503 while the VM is down, never a forward, and a fresh
+	// VM after a trap (FAIL_CLOSED kept a worker thread answering 503 until
+	// Envoy restarted: tests/e2e TestTrapRecovers).
+	if got := str("failure_policy"); got != "FAIL_RELOAD" {
+		t.Errorf("%s: failure_policy = %q, want FAIL_RELOAD", where, got)
 	}
 	if _, ok := c["fail_open"]; ok {
 		t.Errorf("%s: fail_open is deprecated; use failure_policy", where)
@@ -296,6 +301,75 @@ func TestMTLSBootstrap(t *testing.T) {
 	if _, err := Render(opts); err == nil {
 		t.Error("rendered TLS files into the plain bootstrap")
 	}
+}
+
+// bodyLimits returns what follows the body limit in a listener of a parsed
+// bootstrap: its buffer limit and the body of its own 413.
+func bodyLimits(t *testing.T, d Doc, listener int) (buffer any, tooLarge string) {
+	t.Helper()
+	l, err := Dig(d, "static_resources", "listeners", listener)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := TooLargeMapper(l.(Doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := Dig(m, "body", "inline_string")
+	s, _ := body.(string)
+	return l.(Doc)["per_connection_buffer_limit_bytes"], s
+}
+
+// The body limit is one value, the plugin configuration's max_body_bytes:
+// the listener's and the cluster's buffer limits and the limit named by
+// Envoy's own 413 follow it, in the committed bootstrap and in every
+// rendered one, listener by listener.
+func TestBodyLimitIsOneValue(t *testing.T) {
+	d := committed(t)
+	limit := checkWasmConfig(t, "envoy.yaml", mustWasmConfig(t, d)).MaxBodyBytes
+	buf, body := bodyLimits(t, d, 0)
+	if buf != float64(BufferLimit(limit)) || body != TooLargeBody(limit) {
+		t.Errorf("envoy.yaml: buffer limit %v and 413 body %s, want %d and %s for max_body_bytes %d", buf, body, BufferLimit(limit), TooLargeBody(limit), limit)
+	}
+	if got, _ := Dig(d, "static_resources", "clusters", 0, "per_connection_buffer_limit_bytes"); got != float64(BufferLimit(limit)) {
+		t.Errorf("envoy.yaml: cluster buffer limit %v, want %d", got, BufferLimit(limit))
+	}
+	if !strings.Contains(body, fmt.Sprintf("limit of %d bytes", limit)) {
+		t.Errorf("envoy.yaml: 413 body %s does not name the limit %d", body, limit)
+	}
+
+	const big = 32 << 20
+	out, err := Render(Options{AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.wasm", Listeners: []Listener{
+		{Name: "big", Port: 3, PluginConfig: fmt.Sprintf(`{"max_body_bytes":%d}`, big)},
+		{Name: "default", Port: 4},
+		{Name: "small", Port: 5, PluginConfig: `{"max_body_bytes":1000}`},
+		{Name: "plain", Port: 6, NoFilter: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{big, limit, 1000, limit} {
+		buf, body := bodyLimits(t, r, i)
+		if buf != float64(BufferLimit(want)) || body != TooLargeBody(want) {
+			t.Errorf("listener %d: buffer limit %v and 413 body %s, want %d and %s", i, buf, body, BufferLimit(want), TooLargeBody(want))
+		}
+	}
+	if got, _ := Dig(r, "static_resources", "clusters", 0, "per_connection_buffer_limit_bytes"); got != float64(BufferLimit(big)) {
+		t.Errorf("rendered cluster buffer limit %v, want %d (the largest listener's)", got, BufferLimit(big))
+	}
+}
+
+func mustWasmConfig(t *testing.T, d Doc) Doc {
+	t.Helper()
+	wc, err := WasmConfig(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wc
 }
 
 // Every configuration in envoy/ and each one the tests and the Istio

@@ -154,9 +154,9 @@ func checkHCMPatch(t *testing.T, where string, p *networking.EnvoyFilter_EnvoyCo
 
 // The Istio manifests parse into the istio.io/api types with unknown fields
 // rejected, and say what envoy.yaml says: the same plugin configuration
-// (but for the router as the one trusted sender), fail closed, the 4 MiB
-// buffer limit, source.address from the peer, the committed module's
-// digest, and mutual TLS required.
+// (but for the router as the one trusted sender), fail closed and reload
+// after a trap, the 4 MiB buffer limit, source.address from the peer, the
+// committed module's digest, and mutual TLS required.
 func TestIstioManifests(t *testing.T) {
 	want, err := filter.ParseConfig([]byte(mustConfigValue(t, committed(t))))
 	if err != nil {
@@ -171,8 +171,11 @@ func TestIstioManifests(t *testing.T) {
 			checkTop(t, o, "extensions.istio.io/v1alpha1")
 			var wp extensions.WasmPlugin
 			strict(t, where, o.doc["spec"], &wp)
-			if wp.GetFailStrategy() != extensions.FailStrategy_FAIL_CLOSE {
-				t.Errorf("%s: failStrategy %v, want FAIL_CLOSE", where, wp.GetFailStrategy())
+			// FAIL_RELOAD is Envoy's failure_policy FAIL_RELOAD (a trapped
+			// VM is rebuilt) and falls back to FAIL_CLOSE for a module that
+			// cannot be fetched or loaded; FAIL_OPEN would forward unfiltered.
+			if wp.GetFailStrategy() != extensions.FailStrategy_FAIL_RELOAD {
+				t.Errorf("%s: failStrategy %v, want FAIL_RELOAD", where, wp.GetFailStrategy())
 			}
 			if wp.GetPhase() != extensions.PluginPhase_AUTHZ {
 				t.Errorf("%s: phase %v, want AUTHZ", where, wp.GetPhase())

@@ -24,7 +24,7 @@ const (
 // Config is the plugin configuration (docs/spec.md, Plugin configuration):
 //
 //	{"trust_kv_hints": false, "max_depth": 128, "max_body_bytes": 4194304,
-//	 "exclude_paths": ["/healthz", "/static/*"],
+//	 "exclude_paths": ["/healthz", "/static/*"], "grpc": "pass",
 //	 "trusted_senders": [{"principal": "spiffe://cluster.local/ns/llm/sa/router"}]}
 //
 // Every member is optional; an empty configuration means the defaults.
@@ -48,6 +48,27 @@ type Config struct {
 	// (see Excluded), so an exclusion can never be reached by an
 	// encoding trick that the worker would undo.
 	ExcludePaths []string
+	// GRPC is what happens to gRPC requests (grpc.go): GRPCPass (the
+	// default) lets them through uninspected when their bytes cannot be
+	// JSON, GRPCRefuse answers them with grpc-status PERMISSION_DENIED.
+	GRPC GRPCMode
+}
+
+// GRPCMode is the "grpc" member of the configuration.
+type GRPCMode uint8
+
+// The values of "grpc".
+const (
+	GRPCPass   GRPCMode = iota // "pass"
+	GRPCRefuse                 // "refuse"
+)
+
+// String is the mode as the configuration spells it.
+func (m GRPCMode) String() string {
+	if m == GRPCRefuse {
+		return "refuse"
+	}
+	return "pass"
 }
 
 // DefaultConfig returns the configuration of an empty document.
@@ -206,9 +227,24 @@ func ParseConfig(doc []byte) (Config, error) {
 				if cfg.TrustedSenders, err = r.senders(); err != nil {
 					return cfg, err
 				}
+			case "grpc":
+				field = 4
+				vat := r.i
+				mode, err := r.str()
+				if err != nil {
+					return cfg, err
+				}
+				switch mode {
+				case "pass":
+					cfg.GRPC = GRPCPass
+				case "refuse":
+					cfg.GRPC = GRPCRefuse
+				default:
+					return cfg, &ConfigError{vat, "grpc: expected \"pass\" or \"refuse\""}
+				}
 			default:
 				return cfg, &ConfigError{at, "unknown member " + strconv.Quote(name) +
-					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, trusted_senders"}
+					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders"}
 			}
 			if seen[field] {
 				return cfg, &ConfigError{at, "duplicate member " + strconv.Quote(name)}

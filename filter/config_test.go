@@ -26,6 +26,8 @@ func TestParseConfig(t *testing.T) {
 		{`{"exclude_paths":[]}`, with(func(c *Config) { c.ExcludePaths = []string{} })},
 		{`{"exclude_paths":["/healthz", "/static/*","/"]}`, with(func(c *Config) { c.ExcludePaths = []string{"/healthz", "/static/*", "/"} })},
 		{`{"exclude_paths":["\/a\u0062c"]}`, with(func(c *Config) { c.ExcludePaths = []string{"/abc"} })},
+		{`{"grpc":"pass"}`, def},
+		{`{"grpc":"refuse"}`, with(func(c *Config) { c.GRPC = GRPCRefuse })},
 		{"{\n  \"trust_kv_hints\" : true ,\n  \"max_depth\" : 100000,\n  \"max_body_bytes\": 4194304\n}\n",
 			with(func(c *Config) { c.TrustKVHints, c.MaxDepth = true, 100000 })},
 	}
@@ -49,6 +51,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"trust_kv_hints":null}`, "expected true or false"},
 		{`{"trust_kv_hints":true,"trust_kv_hints":false}`, "duplicate member"},
 		{`{"trust":true}`, `unknown member "trust"`},
+		{`{"grpc":"deny"}`, `grpc: expected "pass" or "refuse"`},
+		{`{"grpc":true}`, "expected a string"},
+		{`{"grpc":"pass","grpc":"refuse"}`, "duplicate member"},
 		{`{"Trust_KV_Hints":true}`, `unknown member`},
 		{`{"max_depth":0}`, "out of range"},
 		{`{"max_depth":-1}`, "out of range"},

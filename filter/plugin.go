@@ -19,13 +19,20 @@ const (
 	MetricAdmitted = "kvgate_kv_hints_admitted_total"
 	// MetricRejected counts bodies answered locally, label status.
 	MetricRejected = "kvgate_bodies_rejected_total"
+	// MetricUninspected counts requests passed without inspection, label
+	// protocol (grpc.go).
+	MetricUninspected = "kvgate_requests_uninspected_total"
+	// MetricRefused counts requests refused for their protocol, label
+	// protocol (grpc.go, "grpc": "refuse").
+	MetricRefused = "kvgate_requests_refused_total"
 )
 
 // RejectStatuses are the status label values of MetricRejected.
 var RejectStatuses = [...]int{400, 413, 415}
 
 // MetricNames returns every series name the filter defines, in definition
-// order: the four ignored reasons, admitted, then the rejected statuses.
+// order: the four ignored reasons, admitted, the rejected statuses, then
+// gRPC requests uninspected and refused.
 func MetricNames() []string {
 	var names []string
 	for _, r := range kvhints.Reasons {
@@ -35,7 +42,8 @@ func MetricNames() []string {
 	for _, s := range RejectStatuses {
 		names = append(names, metricname.Encode(MetricRejected, metricname.Label{Name: "status", Value: strconv.Itoa(s)}))
 	}
-	return names
+	grpc := metricname.Label{Name: "protocol", Value: "grpc"}
+	return append(names, metricname.Encode(MetricUninspected, grpc), metricname.Encode(MetricRefused, grpc))
 }
 
 // Local replies.
@@ -44,10 +52,15 @@ const (
 	DetailsRejected = "kvgate_body_rejected"
 	// DetailsFailed is the response code details of a filter failure.
 	DetailsFailed = "kvgate_filter_failed"
+	// DetailsGRPCRefused is the response code details of a refused gRPC
+	// request.
+	DetailsGRPCRefused = "kvgate_grpc_refused"
 )
 
 // FailureBody is the 503 answer when the filter cannot do its job.
-var FailureBody = httperr.Body(503, httperr.TypeServer, "the request could not be filtered")
+var FailureBody = httperr.Body(503, httperr.TypeServer, failureMessage)
+
+const failureMessage = "the request could not be filtered"
 
 var jsonHeaders = proxywasm.EncodeHeaderMap([][2]string{{"content-type", "application/json"}})
 
@@ -56,6 +69,8 @@ type counters struct {
 	ignored  [len(kvhints.Reasons) + 1]uint32 // by kvhints.Reason
 	admitted uint32
 	rejected [len(RejectStatuses)]uint32
+	// gRPC requests passed uninspected and refused
+	grpcUninspected, grpcRefused uint32
 }
 
 // root is one plugin (root context) and its configuration.
@@ -83,6 +98,12 @@ type stream struct {
 	id    uint32
 	root  uint32 // the root context's id
 	state uint8
+	// grpcLabel: the request is labelled gRPC, so the filter's own answers
+	// are gRPC answers (grpc.go).
+	grpcLabel bool
+	// grpcUndecided: its body is being buffered until DecideGRPC can tell
+	// whether it passes uninspected.
+	grpcUndecided bool
 }
 
 // Plugin is the filter of one VM: its root contexts, its in-flight streams
@@ -186,6 +207,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	}
 	r.ids.admitted = ids[len(kvhints.Reasons)]
 	copy(r.ids.rejected[:], ids[len(kvhints.Reasons)+1:])
+	r.ids.grpcUninspected, r.ids.grpcRefused = ids[len(ids)-2], ids[len(ids)-1]
 	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
 	if rs, ok := p.host.(Reserver); ok {
 		rs.Reserve(copyBlock(cfg.MaxBodyBytes))
@@ -194,15 +216,17 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	p.rw.Reserve(p.reserved)
 	p.host.Log(proxywasm.LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
-		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
+		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String()+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
 	return true
 }
 
 // OnRequestHeaders decides whether the request's body must be inspected. It
-// answers 415 for an encoded body and 413 for a declared length over the
-// limit; otherwise it removes Content-Length (the body may change length)
-// and lets the headers go on. The body itself is held back by
-// OnRequestBody until the whole of it has been filtered.
+// refuses a gRPC request when so configured, answers 415 for an encoded
+// body and 413 for a declared length over the limit (for a gRPC request
+// only once its bytes show it is not gRPC); otherwise it removes
+// Content-Length (the body may change length) and lets the headers go on.
+// The body itself is held back by OnRequestBody until the whole of it has
+// been filtered, or, for a gRPC request, until its first bytes decide.
 //
 // Pausing here would be wrong: Envoy turns a pause in the header callback
 // into "stop all iteration" and never delivers the body to the filter, so
@@ -219,8 +243,8 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	if r == nil || !r.ok || s.state != stNew {
 		return p.fail(id, s, "request headers on an unknown or unconfigured stream")
 	}
-	if endOfStream {
-		s.state = stPass
+	if endOfStream && r.cfg.GRPC != GRPCRefuse {
+		s.state = stPass // no body, nothing to inspect
 		return proxywasm.ActionContinue
 	}
 	hdrs, err := p.host.RequestHeaders()
@@ -228,11 +252,13 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		return p.fail(id, s, "cannot read request headers: "+err.Error())
 	}
 	cfg := &r.cfg
-	excluded, status, msg := false, 0, ""
+	excluded, grpc, status, msg := false, false, 0, ""
 	err = proxywasm.ForEachHeader(hdrs, func(k, v []byte) {
 		switch {
 		case string(k) == ":path":
 			excluded = cfg.Excluded(v)
+		case equalFold(k, "content-type"):
+			grpc = grpc || IsGRPCContentType(v)
 		case status == 415:
 		case equalFold(k, "content-encoding"):
 			if st, m := httperr.CheckContentEncoding(string(v)); st != 0 {
@@ -252,23 +278,41 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		s.state = stPass
 		return proxywasm.ActionContinue
 	}
+	s.grpcLabel = grpc
+	if grpc && cfg.GRPC == GRPCRefuse {
+		return p.refuseGRPC(s, r) // with or without a body
+	}
+	if endOfStream {
+		s.state = stPass
+		return proxywasm.ActionContinue
+	}
+	if status == 413 && grpc {
+		status = 0 // the body's bytes decide; OnRequestBody applies the limit to a body that is not gRPC
+	}
 	if status != 0 {
 		return p.reject(s, r, status, msg)
 	}
 	if err := p.host.RemoveRequestHeader("content-length"); err != nil {
 		return p.fail(id, s, "cannot remove content-length: "+err.Error())
 	}
-	s.state = stBuffering
+	s.state, s.grpcUndecided = stBuffering, grpc
 	return proxywasm.ActionContinue
 }
 
 // OnRequestBody buffers the body until the end of the stream, then filters
-// it. A body over the limit is answered with 413 as soon as it is seen.
+// it. A body over the limit is answered with 413 as soon as it is seen. A
+// body labelled gRPC is first held until its first bytes decide whether it
+// passes uninspected; from then on it streams through.
 func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a proxywasm.Action) {
 	defer p.guard(id, &a)
 	s, r, a, ok := p.buffering(id, "request body")
 	if !ok {
 		return a
+	}
+	if s.grpcUndecided {
+		if a, decided := p.decideGRPC(id, s, r, bodySize, endOfStream); decided {
+			return a
+		}
 	}
 	if status, msg := httperr.BodyTooLarge(int64(bodySize), r.cfg.MaxBodyBytes); status != 0 {
 		return p.reject(s, r, status, msg)
@@ -287,7 +331,53 @@ func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a proxywasm.Acti
 	if !ok {
 		return a
 	}
+	if s.grpcUndecided {
+		if a, decided := p.decideGRPC(id, s, r, -1, true); decided {
+			return a
+		}
+	}
 	return p.finish(id, s, r, -1)
+}
+
+// decideGRPC looks at the buffered start of a body labelled gRPC (size
+// bytes, or all the host holds when size < 0; eos when that is the whole
+// body). It returns decided = false when the body is to be inspected like
+// any other (s.grpcUndecided is then cleared); otherwise the action: Continue when
+// the body passes uninspected (counted; the rest of it streams through),
+// Pause while more of it is needed.
+func (p *Plugin) decideGRPC(id uint32, s *stream, r *root, size int, eos bool) (proxywasm.Action, bool) {
+	// The first bytes nearly always decide; read up to what DecideGRPC
+	// can use only when they do not.
+	for _, want := range [...]int{64, grpcLookahead + 4} {
+		n := want
+		if size >= 0 {
+			n = min(n, size)
+		}
+		b, err := p.host.RequestBody(n)
+		if err != nil {
+			return p.fail(id, s, "cannot read request body: "+err.Error()), true
+		}
+		whole := eos && ((size < 0 && len(b) < want) || len(b) == size)
+		if pass, done := DecideGRPC(b, whole); done {
+			s.grpcUndecided = false
+			if !pass {
+				return 0, false
+			}
+			s.state = stPass
+			p.count(r.ids.grpcUninspected)
+			return proxywasm.ActionContinue, true
+		}
+		if len(b) < n || n == size {
+			break // all the host holds
+		}
+	}
+	if size < 0 || size > r.cfg.MaxBodyBytes {
+		// Undecided at the end of the body (which DecideGRPC never is) or
+		// over the limit: inspected, so a 413 as for any body.
+		s.grpcUndecided = false
+		return 0, false
+	}
+	return proxywasm.ActionPause, true
 }
 
 // buffering finds the stream of a body or trailers callback (what) and
@@ -450,10 +540,17 @@ func (p *Plugin) release(id uint32) {
 	}
 }
 
-// reject answers the request with status and the OpenAI-style error.
+// reject answers the request with status and the OpenAI-style error, or
+// for a request labelled gRPC with the gRPC status that stands for it.
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Action {
 	s.state = stDone
-	if err := p.host.SendLocalResponse(status, DetailsRejected, httperr.Invalid(status, msg), jsonHeaders); err != nil {
+	var err error
+	if s.grpcLabel {
+		err = p.host.SendLocalResponse(200, DetailsRejected, nil, grpcReplyHeaders(GRPCStatusOf(status), msg))
+	} else {
+		err = p.host.SendLocalResponse(status, DetailsRejected, httperr.Invalid(status, msg), jsonHeaders)
+	}
+	if err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	for i, st := range RejectStatuses {
@@ -464,14 +561,31 @@ func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Ac
 	return proxywasm.ActionPause
 }
 
+// refuseGRPC answers a gRPC request the gRPC way (HTTP 200, grpc-status
+// PERMISSION_DENIED) without looking at its body, and counts it.
+func (p *Plugin) refuseGRPC(s *stream, r *root) proxywasm.Action {
+	s.state = stDone
+	if err := p.host.SendLocalResponse(200, DetailsGRPCRefused, nil, grpcReplyHeaders(GRPCStatusPermissionDenied, GRPCRefusedMessage)); err != nil {
+		panic("kvgate: cannot send local response: " + err.Error())
+	}
+	p.count(r.ids.grpcRefused)
+	return proxywasm.ActionPause
+}
+
 // fail answers 503: the request cannot be filtered. If even the local reply
 // fails, the guest traps, which the host turns into a 503 too.
 func (p *Plugin) fail(id uint32, s *stream, why string) proxywasm.Action {
 	p.host.Log(proxywasm.LogError, "kvgate: context "+strconv.FormatUint(uint64(id), 10)+": "+why+"; answering 503")
+	var err error
 	if s != nil {
 		s.state = stDone
 	}
-	if err := p.host.SendLocalResponse(503, DetailsFailed, FailureBody, jsonHeaders); err != nil {
+	if s != nil && s.grpcLabel {
+		err = p.host.SendLocalResponse(200, DetailsFailed, nil, grpcReplyHeaders(GRPCStatusOf(503), failureMessage))
+	} else {
+		err = p.host.SendLocalResponse(503, DetailsFailed, FailureBody, jsonHeaders)
+	}
+	if err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	return proxywasm.ActionPause

@@ -30,6 +30,7 @@ func TestConfigureDefinesAllSeries(t *testing.T) {
 		metric(MetricIgnored, "reason", "oversized"), metric(MetricIgnored, "reason", "malformed"),
 		MetricAdmitted,
 		metric(MetricRejected, "status", "400"), metric(MetricRejected, "status", "413"), metric(MetricRejected, "status", "415"),
+		metric(MetricUninspected, "protocol", "grpc"), metric(MetricRefused, "protocol", "grpc"),
 	}
 	if strings.Join(h.names, " ") != strings.Join(want, " ") {
 		t.Fatalf("defined %q\nwant    %q", h.names, want)

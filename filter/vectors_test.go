@@ -20,7 +20,9 @@ type fakeRunner struct {
 	id uint32
 }
 
-func (*fakeRunner) Observes() vectors.Observes { return vectors.ObservesReply }
+func (*fakeRunner) Observes() vectors.Observes {
+	return vectors.ObservesReply | vectors.ObservesGRPCStatus
+}
 
 func (r *fakeRunner) Configure(t testing.TB, conf string) {
 	r.h = newFakeHost(conf)
@@ -42,15 +44,21 @@ func (r *fakeRunner) Send(c *vectors.Case) (vectors.Result, error) {
 		}
 	}
 	r.id++
+	uninspected := metric(MetricUninspected, "protocol", "grpc")
+	before := r.h.counters[uninspected]
 	out := send(r.p, r.h, r.id, c.Request.Method, c.Request.Path, c.Request.Headers, c.Request.Body, r.m)
-	if out.streamed {
+	// Only a body that passes uninspected (counted so) may stream.
+	if out.streamed && r.h.counters[uninspected] == before {
 		return vectors.Result{}, errors.New("a body chunk went upstream before the whole body was filtered")
 	}
 	if out.local != nil {
 		res := vectors.Result{Status: out.local.status, Body: out.local.body}
 		for _, h := range out.local.headers {
-			if h[0] == "content-type" {
+			switch h[0] {
+			case "content-type":
 				res.ContentType = h[1]
+			case "grpc-status":
+				res.GRPCStatus = h[1]
 			}
 		}
 		return res, nil

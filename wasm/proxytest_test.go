@@ -31,7 +31,9 @@ type proxytestRunner struct {
 	reset  func()
 }
 
-func (*proxytestRunner) Observes() vectors.Observes { return vectors.ObservesReply }
+func (*proxytestRunner) Observes() vectors.Observes {
+	return vectors.ObservesReply | vectors.ObservesGRPCStatus
+}
 
 func (r *proxytestRunner) Configure(t testing.TB, conf string) {
 	if r.vm == nil {
@@ -140,8 +142,11 @@ func (r *proxytestRunner) Send(c *vectors.Case) (vectors.Result, error) {
 		}
 		res := vectors.Result{Status: int(lr.StatusCode), Body: lr.Data}
 		for _, h := range lr.Headers {
-			if h[0] == "content-type" {
+			switch h[0] {
+			case "content-type":
 				res.ContentType = h[1]
+			case "grpc-status":
+				res.GRPCStatus = h[1]
 			}
 		}
 		return res, true
@@ -150,6 +155,11 @@ func (r *proxytestRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	if res, ok := local(); ok {
 		return res, nil
 	}
+	// What went upstream: proxytest forwards (and forgets) the body it
+	// holds whenever a callback answers Continue, so a body that streams
+	// (gRPC, once decided) goes up in parts.
+	var sent []byte
+	held := false
 	parts := chunks(body, n)
 	for i, part := range parts {
 		eos := i == len(parts)-1 && r.mode != "trailers"
@@ -157,11 +167,17 @@ func (r *proxytestRunner) Send(c *vectors.Case) (vectors.Result, error) {
 		if res, ok := local(); ok {
 			return res, nil
 		}
+		if held = a != types.ActionContinue; !held {
+			sent = append(sent, host.GetCurrentRequestBody(id)...)
+		}
 	}
 	if r.mode == "trailers" {
 		a = host.CallOnRequestTrailers(id, [][2]string{{"x-trailer", "1"}})
 		if res, ok := local(); ok {
 			return res, nil
+		}
+		if held && a == types.ActionContinue {
+			sent = append(sent, host.GetCurrentRequestBody(id)...)
 		}
 	}
 	if a != types.ActionContinue {
@@ -172,7 +188,7 @@ func (r *proxytestRunner) Send(c *vectors.Case) (vectors.Result, error) {
 			return vectors.Result{}, errors.New("content-length kept")
 		}
 	}
-	return vectors.Result{Forwarded: true, Body: host.GetCurrentRequestBody(id)}, nil
+	return vectors.Result{Forwarded: true, Body: sent}, nil
 }
 
 // TestProxytestVectors runs every conformance case through the compiled

@@ -12,9 +12,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -189,3 +192,18 @@ func (s *syncBuffer) String() string {
 // Pid returns the Envoy process's id, for tests that read its resource use
 // from /proc (tests/envoybench reads its CPU time).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stat returns the value of one of Envoy's own stats by its full name (e.g.
+// "wasm.kvgate.vm_reload_success"), from the admin /stats page.
+func (p *Process) Stat(name string) (uint64, error) {
+	page, err := get(p.Admin + "/stats?filter=" + url.QueryEscape("^"+regexp.QuoteMeta(name)+"$"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(page, "\n") {
+		if v, ok := strings.CutPrefix(line, name+": "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("envoy: no stat %s", name)
+}

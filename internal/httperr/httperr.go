@@ -82,9 +82,16 @@ func appendString(dst []byte, s string) []byte {
 // from its headers before any of it is read.
 func BodyTooLarge(n int64, limit int) (status int, message string) {
 	if n > int64(limit) {
-		return 413, "request body is larger than the limit of " + strconv.Itoa(limit) + " bytes"
+		return 413, TooLargeMessage(limit)
 	}
 	return 0, ""
+}
+
+// TooLargeMessage is the message of the 413 answer for a body limit of
+// limit bytes. Envoy's own 413 (local_reply_config, rendered by
+// envoy.Render) carries it word for word.
+func TooLargeMessage(limit int) string {
+	return "request body is larger than the limit of " + strconv.Itoa(limit) + " bytes"
 }
 
 // CheckContentEncoding decides a request's Content-Encoding header value

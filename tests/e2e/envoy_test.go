@@ -43,6 +43,8 @@ func TestEnvoyRunsWasm(t *testing.T) {
 		`kvgate_bodies_rejected_total{status="400"}`:              0,
 		`kvgate_bodies_rejected_total{status="413"}`:              0,
 		`kvgate_bodies_rejected_total{status="415"}`:              0,
+		`kvgate_requests_uninspected_total{protocol="grpc"}`:      0,
+		`kvgate_requests_refused_total{protocol="grpc"}`:          0,
 	}
 	if start.String() != want.String() {
 		t.Fatalf("series at start-up:\n%s\nwant:\n%s\nfull page:\n%s", start, want, grep(page, "kv"))

@@ -171,6 +171,7 @@ func startEnvoy(t testing.TB, upstream string, listeners []envoy.Listener) *envo
 type response struct {
 	Status      int
 	ContentType string
+	GRPCStatus  string // the grpc-status header, "" without one
 	Body        []byte
 }
 
@@ -224,7 +225,8 @@ func send(addr, method, target string, headers map[string]string, body []byte, c
 	if err != nil {
 		return response{}, err
 	}
-	return response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: rb}, nil
+	return response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"),
+		GRPCStatus: resp.Header.Get("Grpc-Status"), Body: rb}, nil
 }
 
 // series are the values of the filter's metric families in one scrape,
@@ -236,11 +238,21 @@ var labelRe = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 
 // parseSeries reads the filter's families from a Prometheus text page.
 func parseSeries(page string) series {
-	fams := map[string]bool{filter.MetricIgnored: true, filter.MetricAdmitted: true, filter.MetricRejected: true}
+	fams := map[string]bool{filter.MetricIgnored: true, filter.MetricAdmitted: true, filter.MetricRejected: true,
+		filter.MetricUninspected: true, filter.MetricRefused: true}
+	return parseFamilies(page, func(f string) bool { return fams[f] })
+}
+
+// parseAny reads every family of a Prometheus text page.
+func parseAny(page string) series {
+	return parseFamilies(page, func(string) bool { return true })
+}
+
+func parseFamilies(page string, want func(family string) bool) series {
 	out := series{}
 	for _, line := range strings.Split(page, "\n") {
 		m := sampleRe.FindStringSubmatch(line)
-		if m == nil || !fams[m[1]] {
+		if m == nil || !want(m[1]) {
 			continue
 		}
 		var labels []string

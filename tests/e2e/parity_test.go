@@ -33,7 +33,7 @@ type httpRunner struct {
 }
 
 func (*httpRunner) Observes() vectors.Observes {
-	return vectors.ObservesReply | vectors.ObservesForwardStatus
+	return vectors.ObservesReply | vectors.ObservesForwardStatus | vectors.ObservesGRPCStatus
 }
 
 func (r *httpRunner) Send(c *vectors.Case) (vectors.Result, error) {
@@ -47,7 +47,7 @@ func (r *httpRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	if err != nil {
 		return vectors.Result{}, err
 	}
-	res := vectors.Result{Status: resp.Status, Body: resp.Body, ContentType: resp.ContentType}
+	res := vectors.Result{Status: resp.Status, Body: resp.Body, ContentType: resp.ContentType, GRPCStatus: resp.GRPCStatus}
 	switch recs := r.w.Records(key); len(recs) {
 	case 0:
 	case 1:
@@ -78,8 +78,16 @@ func expectedCounters(cases []vectors.Case) series {
 		s[`trtllm_kv_hints_ignored_total{reason="malformed"}`] += float64(k.Malformed)
 		s[`kvgate_kv_hints_admitted_total{}`] += float64(k.Admitted)
 		if k.RejectedBodies > 0 {
-			s[fmt.Sprintf(`kvgate_bodies_rejected_total{status="%d"}`, c.Expect.Status)] += float64(k.RejectedBodies)
+			status := c.Expect.Status
+			for _, st := range filter.RejectStatuses { // a gRPC answer stands for an HTTP status
+				if c.Expect.GRPCStatus != 0 && filter.GRPCStatusOf(st) == c.Expect.GRPCStatus {
+					status = st
+				}
+			}
+			s[fmt.Sprintf(`kvgate_bodies_rejected_total{status="%d"}`, status)] += float64(k.RejectedBodies)
 		}
+		s[`kvgate_requests_uninspected_total{protocol="grpc"}`] += float64(k.GRPCUninspected)
+		s[`kvgate_requests_refused_total{protocol="grpc"}`] += float64(k.GRPCRefused)
 	}
 	return s
 }

@@ -12,7 +12,9 @@ against the conformance vectors in tests/vectors/.
       rest of the body must be what json.loads of the request gives; the
       expected bytes must follow from the request by the member-removal /
       value-replacement rule; canonical_hint must be the canonical compact form
-      of the request's hint.  Reject cases are checked for shape.
+      of the request's hint.  Reject cases are checked for shape.  A gRPC
+      case passed uninspected must carry a gRPC content type and a gRPC
+      message prefix, and json.loads must fail on its body.
 
   python3 tests/oracle/oracle.py --forwarded FILE_OR_DIR [--require-all]
       Mode B: FILE is JSON lines {"name", "mode", "status", "body_base64"}
@@ -38,7 +40,11 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_VECTORS = os.path.normpath(os.path.join(HERE, "..", "vectors"))
 COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed", "admitted", "rejected_bodies"]
-OUTCOMES = {"no_hint", "null_hint", "stripped", "admitted", "discarded", "rejected"}
+GRPC_COUNTER_KEYS = ["grpc_uninspected", "grpc_refused"]  # optional, absent means 0
+# The grpc-status of the filter's answer to a request labelled gRPC, by the
+# HTTP status it stands for.
+GRPC_STATUS_OF = {400: 3, 413: 8, 415: 12}
+OUTCOMES = {"no_hint", "null_hint", "stripped", "admitted", "discarded", "rejected", "uninspected", "refused"}
 REASONS = {"untrusted", "unknown_version", "oversized", "malformed"}
 WS = " \t\n\r"
 BOM = b"\xef\xbb\xbf"
@@ -60,6 +66,21 @@ def need(cond, msg):
 def worker_view(b):
     """json.loads on the raw bytes, exactly as the worker."""
     return json.loads(b)
+
+
+def py_reads(b):
+    try:
+        json.loads(b)
+        return True
+    except Exception:
+        return False
+
+
+def is_grpc_ct(v):
+    """application/grpc or application/grpc+<subtype>, parameters allowed,
+    any letter case (not application/grpc-web)."""
+    import re
+    return re.fullmatch(r"[ \t]*application/grpc(\+[^;\s]+)?[ \t]*(;.*)?", v or "", re.IGNORECASE | re.DOTALL) is not None
 
 
 def same(a, b):
@@ -278,19 +299,37 @@ def check_shape(c):
     need(e.get("reason") is None or e.get("reason") in REASONS, "bad reason %r" % e.get("reason"))
     need("reason" in e, "expect.reason must be present (null allowed)")
     ctr = e.get("counters")
-    need(isinstance(ctr, dict) and sorted(ctr) == sorted(COUNTER_KEYS)
+    need(isinstance(ctr, dict) and sorted(ctr) in (sorted(COUNTER_KEYS), sorted(COUNTER_KEYS + GRPC_COUNTER_KEYS))
          and all(isinstance(v, int) and not isinstance(v, bool) for v in ctr.values()),
-         "counters must hold exactly the six keys as integers")
+         "counters must hold exactly the six keys (and optionally the two gRPC keys) as integers")
+    ctr = dict({k: 0 for k in GRPC_COUNTER_KEYS}, **ctr)
+    need(c.get("grpc", "pass") in ("pass", "refuse"), "grpc must be pass or refuse")
+    status = e.get("status")
+    if e.get("action") == "reject" and is_grpc_ct(r["headers"].get("content-type")):
+        # A request labelled gRPC is answered the gRPC way: HTTP 200 and the
+        # grpc-status that stands for the rejection (or 7: refused).
+        need(status == 200, "a rejected gRPC request is answered with HTTP 200")
+        if c.get("grpc") == "refuse":
+            need(e.get("grpc_status") == 7, "a refused gRPC request gets grpc-status 7")
+            need(e["outcome"] == "refused" and e["reason"] is None, "refused: outcome refused, reason null")
+            need(ctr == dict(zip(COUNTER_KEYS + GRPC_COUNTER_KEYS, [0, 0, 0, 0, 0, 0, 0, 1])),
+                 "refused: counters must be grpc_refused=1 only")
+            return req, None
+        status = {v: k for k, v in GRPC_STATUS_OF.items()}.get(e.get("grpc_status"))
+        need(status is not None, "grpc_status %r stands for no rejection" % e.get("grpc_status"))
+    else:
+        need("grpc_status" not in e, "grpc_status only for a gRPC request")
     if e.get("action") == "reject":
-        need(e.get("status") in (400, 413, 415), "reject needs status 400/413/415")
+        need(status in (400, 413, 415), "reject needs status 400/413/415")
         need(e["outcome"] == "rejected" and e["reason"] is None, "reject: outcome rejected, reason null")
-        need(ctr == dict(zip(COUNTER_KEYS, [0, 0, 0, 0, 0, 1])), "reject: counters must be rejected_bodies=1 only")
+        need(ctr == dict(zip(COUNTER_KEYS + GRPC_COUNTER_KEYS, [0, 0, 0, 0, 0, 1, 0, 0])),
+             "reject: counters must be rejected_bodies=1 only")
         for k in ("forwarded_body", "forwarded_body_base64", "unchanged", "canonical_hint"):
             need(k not in e, "reject must not have %s" % k)
-        if e["status"] == 413:
+        if status == 413:
             mb = c.get("max_body_bytes", 0) or 4 * 1024 * 1024
             need(len(req) > mb, "413 case body (%d bytes) is not over the limit %d" % (len(req), mb))
-        if e["status"] == 415:
+        if status == 415:
             ce = r["headers"].get("content-encoding", "identity")
             need(ce.strip().lower() != "identity", "415 case without a non-identity content-encoding")
         return req, None
@@ -306,9 +345,11 @@ def check_shape(c):
 
 def expected_counters(c):
     e = c["expect"]
-    want = {k: 0 for k in COUNTER_KEYS}
+    want = {k: 0 for k in COUNTER_KEYS + GRPC_COUNTER_KEYS}
     o = e["outcome"]
-    if o == "stripped":
+    if o == "uninspected":
+        want["grpc_uninspected"] = 1
+    elif o == "stripped":
         want["untrusted"] = 1
     elif o == "admitted":
         want["admitted"] = 1
@@ -324,7 +365,17 @@ def check_forward_vector(c, req):
     expected bytes follow from the request by the removal/replacement rule."""
     e = c["expect"]
     o, trusted = e["outcome"], c["trusted"]
-    need(e["counters"] == expected_counters(c), "counters %r do not match outcome %s" % (e["counters"], o))
+    ctr = dict({k: 0 for k in GRPC_COUNTER_KEYS}, **e["counters"])
+    need(ctr == expected_counters(c), "counters %r do not match outcome %s" % (e["counters"], o))
+    if o == "uninspected":
+        # The rule: a gRPC content type, a gRPC message prefix, and a body
+        # that json.loads cannot read, so the worker sees no hint in it.
+        need(c.get("grpc", "pass") == "pass", "uninspected under \"grpc\": \"refuse\"")
+        need(is_grpc_ct(c["request"]["headers"].get("content-type")), "uninspected without a gRPC content type")
+        need(len(req) >= 5 and req[0] in (0, 1), "uninspected without a gRPC message prefix")
+        need(not py_reads(req), "uninspected, but json.loads reads the body")
+        need(e["reason"] is None, "uninspected has no reason")
+        return req
     want_reason = {"stripped": "untrusted"}.get(o)
     if o == "discarded":
         need(trusted and e["reason"] in REASONS - {"untrusted"}, "discarded needs trusted and a hint reason")
@@ -378,6 +429,10 @@ def check_worker_sees(c, req, fwd):
     """What the worker reads from `fwd` (bytes) is what the vector decided."""
     e = c["expect"]
     o, trusted = e["outcome"], c["trusted"]
+    if o == "uninspected":
+        need(fwd == req, "uninspected: the forwarded body is not the request body")
+        need(not py_reads(fwd), "uninspected: json.loads reads the forwarded body")
+        return
     if fwd == b"":
         # The worker gets no body, so no hint; it answers that itself.
         need(req == b"" and o == "no_hint", "an empty body forwarded for a non-empty request")

@@ -14,11 +14,14 @@ import (
 
 // The metric families behind Counters (docs/spec.md, Metrics). The filter
 // defines the same names (filter.MetricIgnored, MetricAdmitted,
-// MetricRejected); its vector test checks that they agree.
+// MetricRejected, MetricUninspected, MetricRefused); its vector test checks
+// that they agree.
 const (
-	FamilyIgnored  = "trtllm_kv_hints_ignored_total" // label reason
-	FamilyAdmitted = "kvgate_kv_hints_admitted_total"
-	FamilyRejected = "kvgate_bodies_rejected_total" // label status
+	FamilyIgnored     = "trtllm_kv_hints_ignored_total" // label reason
+	FamilyAdmitted    = "kvgate_kv_hints_admitted_total"
+	FamilyRejected    = "kvgate_bodies_rejected_total"      // label status
+	FamilyUninspected = "kvgate_requests_uninspected_total" // label protocol
+	FamilyRefused     = "kvgate_requests_refused_total"     // label protocol
 )
 
 // Series is one metric series: a family with at most one label.
@@ -56,10 +59,12 @@ var counterSeries = []struct {
 	{func(c *Counters) *int { return &c.Admitted }, []Series{{FamilyAdmitted, "", ""}}},
 	{func(c *Counters) *int { return &c.RejectedBodies }, []Series{
 		{FamilyRejected, "status", "400"}, {FamilyRejected, "status", "413"}, {FamilyRejected, "status", "415"}}},
+	{func(c *Counters) *int { return &c.GRPCUninspected }, []Series{{FamilyUninspected, "protocol", "grpc"}}},
+	{func(c *Counters) *int { return &c.GRPCRefused }, []Series{{FamilyRefused, "protocol", "grpc"}}},
 }
 
 // CounterSeries returns every series Counters is read from: the filter's
-// eight series.
+// ten series.
 func CounterSeries() []Series {
 	var out []Series
 	for _, f := range counterSeries {
@@ -139,12 +144,14 @@ func parseSample(line string) (Series, float64, bool) {
 // Sub returns c - o field by field: the change between two readings.
 func (c Counters) Sub(o Counters) Counters {
 	return Counters{
-		Untrusted:      c.Untrusted - o.Untrusted,
-		UnknownVersion: c.UnknownVersion - o.UnknownVersion,
-		Oversized:      c.Oversized - o.Oversized,
-		Malformed:      c.Malformed - o.Malformed,
-		Admitted:       c.Admitted - o.Admitted,
-		RejectedBodies: c.RejectedBodies - o.RejectedBodies,
+		Untrusted:       c.Untrusted - o.Untrusted,
+		UnknownVersion:  c.UnknownVersion - o.UnknownVersion,
+		Oversized:       c.Oversized - o.Oversized,
+		Malformed:       c.Malformed - o.Malformed,
+		Admitted:        c.Admitted - o.Admitted,
+		RejectedBodies:  c.RejectedBodies - o.RejectedBodies,
+		GRPCUninspected: c.GRPCUninspected - o.GRPCUninspected,
+		GRPCRefused:     c.GRPCRefused - o.GRPCRefused,
 	}
 }
 

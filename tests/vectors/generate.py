@@ -35,6 +35,8 @@ DEFAULT_DEPTH = 128
 BOM = b"\xef\xbb\xbf"
 COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed",
                 "admitted", "rejected_bodies"]
+# Present in the cases of the grpc group only; absent means 0.
+GRPC_COUNTER_KEYS = ["grpc_uninspected", "grpc_refused"]
 CHAT = "/v1/chat/completions"
 JSON_CT = {"content-type": "application/json"}
 
@@ -354,13 +356,13 @@ def py_accepts(b):
 def counters(**kw):
     c = {k: 0 for k in COUNTER_KEYS}
     for k, v in kw.items():
-        assert k in c
+        assert k in COUNTER_KEYS or k in GRPC_COUNTER_KEYS, k
         c[k] = v
     return c
 
 
 def add(group, short, desc, trusted, req, expect, method="POST", path=CHAT,
-        headers=None, max_depth=None, max_body=None):
+        headers=None, max_depth=None, max_body=None, grpc=None):
     name = group + "/" + short
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", short), short
     assert name not in NAMES, name
@@ -371,10 +373,16 @@ def add(group, short, desc, trusted, req, expect, method="POST", path=CHAT,
         case["max_depth"] = max_depth
     if max_body is not None:
         case["max_body_bytes"] = max_body
+    if grpc is not None:
+        case["grpc"] = grpc
     r = {"method": method, "path": path,
          "headers": dict(JSON_CT if headers is None else headers)}
     r.update(body_field(req, "body", "body_base64"))
     case["request"] = r
+    if group == "grpc":
+        expect["counters"] = {**{k: 0 for k in COUNTER_KEYS + GRPC_COUNTER_KEYS}, **expect["counters"]}
+    else:
+        assert not set(expect["counters"]) & set(GRPC_COUNTER_KEYS), name
     case["expect"] = expect
     GROUPS.setdefault(group, []).append(case)
 
@@ -460,6 +468,11 @@ def raw_forward(group, short, desc, trusted, req, **http):
     add(group, short, desc, trusted, req, forward_expect(req, req, "no_hint"), **http)
 
 
+# A request labelled gRPC gets the filter's answers the gRPC way: HTTP 200
+# with the grpc-status that stands for the HTTP status (DESIGN.md 4).
+GRPC_STATUS_OF = {400: 3, 413: 8, 415: 12}
+
+
 def reject(group, short, desc, trusted, req, status=400, python_accepts=False, **http):
     if isinstance(req, str):
         req = req.encode("utf-8")
@@ -469,6 +482,9 @@ def reject(group, short, desc, trusted, req, status=400, python_accepts=False, *
         assert py_accepts(req) == python_accepts, (name_of(group, short), python_accepts)
     exp = {"action": "reject", "status": status, "outcome": "rejected", "reason": None,
            "counters": counters(rejected_bodies=1)}
+    if is_grpc_ct((http.get("headers") or {}).get("content-type", "")):
+        exp = {"action": "reject", "status": 200, "grpc_status": GRPC_STATUS_OF[status], "outcome": "rejected",
+               "reason": None, "counters": counters(rejected_bodies=1)}
     add(group, short, desc, trusted, req, exp, **http)
 
 
@@ -1329,6 +1345,113 @@ def gen_http():
            b"hello kv_hints", headers={"content-type": "text/plain"})
 
 
+GRPC_CT = {"content-type": "application/grpc"}
+
+
+def grpc_frame(msg, flag=0):
+    """One gRPC message: the flag byte, the big-endian length, the message."""
+    return bytes([flag]) + struct.pack(">I", len(msg)) + msg
+
+
+def is_grpc_ct(v):
+    """application/grpc or application/grpc+<subtype>, parameters allowed,
+    any letter case (not application/grpc-web)."""
+    return re.fullmatch(r"[ \t]*application/grpc(\+[^;\s]+)?[ \t]*(;.*)?", v, re.IGNORECASE | re.DOTALL) is not None
+
+
+def uninspected(group, short, desc, trusted, req, headers=GRPC_CT, **http):
+    """A gRPC request that passes uninspected: forwarded unchanged, counted.
+    By the rule of DESIGN.md 4 it must carry a gRPC content type, start with
+    a gRPC message prefix, and be a body json.loads cannot read."""
+    assert is_grpc_ct(headers.get("content-type", "")), name_of(group, short)
+    assert len(req) >= 5 and req[0] in (0, 1), name_of(group, short)
+    assert not py_accepts(req), name_of(group, short)
+    e = forward_expect(req, req, "uninspected", ctr=counters(grpc_uninspected=1))
+    add(group, short, desc, trusted, req, e, headers=headers, **http)
+
+
+def refused(group, short, desc, trusted, req, headers=GRPC_CT, **http):
+    """A gRPC request under "grpc": "refuse": answered HTTP 200 with
+    grpc-status 7 (PERMISSION_DENIED), nothing forwarded, counted."""
+    assert is_grpc_ct(headers.get("content-type", "")), name_of(group, short)
+    exp = {"action": "reject", "status": 200, "grpc_status": 7, "outcome": "refused", "reason": None,
+           "counters": counters(grpc_refused=1)}
+    add(group, short, desc, trusted, req, exp, headers=headers, grpc="refuse", **http)
+
+
+def gen_grpc():
+    g = "grpc"
+    # A protobuf message: field 1 (string "llama"), field 2 (varint 16).
+    msg = b"\x0a\x05llama\x10\x10"
+    for trusted in (False, True):
+        t = "-trusted" if trusted else "-untrusted"
+        uninspected(g, "unary" + t, "a gRPC request (application/grpc, one message) passes uninspected", trusted,
+                    grpc_frame(msg))
+    for short, ct in [("proto", "application/grpc+proto"), ("json-codec", "application/grpc+json"),
+                      ("parameters", "application/grpc; charset=utf-8"), ("letter-case", "Application/GRPC+Proto")]:
+        uninspected(g, "content-type-" + short, "content-type " + ct + " is gRPC: passes uninspected", False,
+                    grpc_frame(msg), headers={"content-type": ct})
+    uninspected(g, "json-codec-message-with-hint", "application/grpc+json: a JSON message inside a gRPC frame is not "
+                "a JSON body (json.loads cannot read the frame): passes uninspected", False,
+                grpc_frame(b'{"kv_hints":' + REF.encode() + b"}"), headers={"content-type": "application/grpc+json"})
+    uninspected(g, "compressed", "a compressed message (flag 1) passes uninspected", False,
+                grpc_frame(gzip_stored(msg), flag=1))
+    uninspected(g, "empty-message", "an empty message (the 5-byte prefix only) passes uninspected", False,
+                grpc_frame(b""))
+    uninspected(g, "several-messages", "client streaming: several messages pass uninspected", False,
+                grpc_frame(msg) + grpc_frame(b"\x10\x01") + grpc_frame(b"", flag=0))
+    # Messages whose length bytes, decoded as Python would (UTF-32-BE), start
+    # like a JSON text: the next unit decides.
+    uninspected(g, "length-reads-as-tab", "a 2,305-byte message: its prefix reads as UTF-32-BE tab, then an "
+                "undecodable unit: passes uninspected", False, grpc_frame(b"\x0a" * 0x901))
+    uninspected(g, "length-reads-as-quote", "an 8,705-byte message: its prefix reads as UTF-32-BE '\"', then an "
+                "undecodable unit: passes uninspected", False, grpc_frame(b"\x0a" * 0x2201))
+    uninspected(g, "length-reads-as-space-then-nul", "an 8,192-byte message of zeros: UTF-32-BE space, then NUL: "
+                "passes uninspected", False, grpc_frame(bytes(0x2000)))
+    # JSON labelled gRPC: the bytes decide, not the label.
+    body = '{"model":"m","kv_hints":' + REF + "}"
+    for short, codec, bom in [("utf32be", "utf-32-be", b""), ("utf32be-bom", "utf-32-be", b"\x00\x00\xfe\xff"),
+                              ("utf16be", "utf-16-be", b"")]:
+        for trusted in (False, True):
+            t = "-trusted" if trusted else "-untrusted"
+            reject(g, short + "-json-labelled-grpc" + t, short + " JSON with a hint labelled application/grpc: "
+                   "Python reads it, so it is inspected: 400 (only UTF-8 is supported), as grpc-status 3", trusted,
+                   utf(body, codec, bom), python_accepts=True, headers=GRPC_CT)
+    reject(g, "utf32be-json-after-whitespace-labelled-grpc", "UTF-32-BE JSON after whitespace, labelled gRPC: 400 "
+           "as grpc-status 3",
+           False, utf(" \n\t" + body, "utf-32-be"), python_accepts=True, headers=GRPC_CT)
+    reject(g, "utf32be-number-labelled-grpc", "a UTF-32-BE number labelled gRPC: 400 as grpc-status 3", False,
+           utf("12345", "utf-32-be"), python_accepts=True, headers=GRPC_CT)
+    hint_case(g, "utf8-json-labelled-grpc-untrusted", "UTF-8 JSON labelled application/grpc is inspected: stripped",
+              False, std(REF), "stripped", headers=GRPC_CT)
+    hint_case(g, "utf8-json-labelled-grpc-trusted", "UTF-8 JSON labelled application/grpc+proto is inspected: admitted",
+              True, std(pretty(REF)), "admitted", REF, headers={"content-type": "application/grpc+proto"})
+    reject(g, "too-short", "three bytes labelled gRPC: not a message prefix, inspected: 400 as grpc-status 3", False,
+           b"\x00\x00\x00", headers=GRPC_CT)
+    reject(g, "bad-flag", "flag byte 2: not a gRPC message, inspected: 400 as grpc-status 3", False,
+           b"\x02" + grpc_frame(msg)[1:], headers=GRPC_CT)
+    reject(g, "grpc-web-not-grpc", "application/grpc-web is not gRPC: inspected: 400 (a JSON error)", False,
+           grpc_frame(msg), headers={"content-type": "application/grpc-web+proto"})
+    reject(g, "gzip-415", "content-encoding gzip on a gRPC request: 415 as grpc-status 12", False, grpc_frame(msg), status=415,
+           headers={"content-type": "application/grpc", "content-encoding": "gzip"})
+    # "grpc": "refuse": answered the gRPC way, whatever the body.
+    for trusted in (False, True):
+        t = "-trusted" if trusted else "-untrusted"
+        refused(g, "refuse-unary" + t, '"grpc": "refuse": a gRPC request gets HTTP 200, grpc-status 7', trusted,
+                grpc_frame(msg))
+    refused(g, "refuse-json-labelled-grpc", '"grpc": "refuse": JSON labelled gRPC is refused too', False,
+            std(REF).render())
+    refused(g, "refuse-proto", '"grpc": "refuse": application/grpc+proto', False, grpc_frame(msg),
+            headers={"content-type": "application/grpc+proto"})
+    refused(g, "refuse-empty-body", '"grpc": "refuse": a gRPC request without a body is refused too', False, b"")
+    refused(g, "refuse-before-415", '"grpc": "refuse": refused before the content-encoding is looked at', False,
+            grpc_frame(msg), headers={"content-type": "application/grpc", "content-encoding": "gzip"})
+    hint_case(g, "refuse-json-untouched", '"grpc": "refuse": a JSON request is filtered as ever', False,
+              std(REF), "stripped", grpc="refuse")
+    hint_case(g, "refuse-json-trusted", '"grpc": "refuse", trusted: a JSON request is admitted as ever', True,
+              std(pretty(REF)), "admitted", REF, grpc="refuse")
+
+
 def gen_large():
     g = "large"
     unit = "lorem ipsum dolor sit amet, "
@@ -1506,7 +1629,7 @@ def gen_senders():
 
 def main():
     for gen in (gen_admission, gen_untrusted, gen_members, gen_version, gen_structure, gen_numbers,
-                gen_strings, gen_size, gen_depth, gen_body, gen_encoding, gen_http, gen_large,
+                gen_strings, gen_size, gen_depth, gen_body, gen_encoding, gen_http, gen_grpc, gen_large,
                 gen_senders):
         gen()
     total = 0

@@ -73,12 +73,16 @@ const (
 	ObservesHint
 	// ObservesReply: for a rejected request, Body and ContentType are the
 	// local reply the client received, which must be the OpenAI-style JSON
-	// error (docs/spec.md, Failure policy).
+	// error (docs/spec.md, Failure policy), or for a request labelled gRPC
+	// an application/grpc answer without a body.
 	ObservesReply
 	// ObservesForwardStatus: for a forwarded request, Status is the status
 	// the client received, which must be 200 (the test upstreams answer
 	// 200). Runners without an upstream leave it out.
 	ObservesForwardStatus
+	// ObservesGRPCStatus: for a rejected request, GRPCStatus is the
+	// reply's grpc-status header.
+	ObservesGRPCStatus
 )
 
 var observesNames = []struct {
@@ -89,6 +93,7 @@ var observesNames = []struct {
 	{ObservesHint, "canonical hint"},
 	{ObservesReply, "error reply body"},
 	{ObservesForwardStatus, "status of forwarded requests"},
+	{ObservesGRPCStatus, "grpc-status of gRPC replies"},
 }
 
 // Result is what a host did with one request. Slices must stay valid after
@@ -105,6 +110,9 @@ type Result struct {
 	Body []byte
 	// ContentType is the local reply's content-type (see ObservesReply).
 	ContentType string
+	// GRPCStatus is the local reply's grpc-status header, "" when it has
+	// none (see ObservesGRPCStatus).
+	GRPCStatus string
 	// Outcome and Reason are the rulebook's names (see ObservesOutcome);
 	// Reason is "" when there is none.
 	Outcome, Reason string
@@ -373,9 +381,18 @@ func Check(c *Case, obs Observes, r Result, delta *Counters) []string {
 			p = append(p, fmt.Sprintf("status %d, want %d (reply %s)", r.Status, e.Status, trunc(r.Body)))
 		}
 		if obs&ObservesReply != 0 {
-			if msg := checkErrorReply(r, e.Status); msg != "" {
+			msg := ""
+			if e.GRPCStatus != 0 {
+				msg = checkGRPCReply(r)
+			} else {
+				msg = checkErrorReply(r, e.Status)
+			}
+			if msg != "" {
 				p = append(p, msg)
 			}
+		}
+		if obs&ObservesGRPCStatus != 0 && e.GRPCStatus != 0 && r.GRPCStatus != strconv.Itoa(e.GRPCStatus) {
+			p = append(p, fmt.Sprintf("grpc-status %q, want %d", r.GRPCStatus, e.GRPCStatus))
 		}
 	}
 	if obs&ObservesOutcome != 0 && (r.Outcome != e.Outcome || r.Reason != e.Reason) {
@@ -406,6 +423,18 @@ func checkErrorReply(r Result, status int) string {
 	if err := json.Unmarshal(r.Body, &eb); err != nil || eb.Error == nil || eb.Error.Message == nil ||
 		eb.Error.Type != "invalid_request_error" || eb.Error.Code != status {
 		return fmt.Sprintf("reply %s is not the error body with code %d", trunc(r.Body), status)
+	}
+	return ""
+}
+
+// checkGRPCReply checks the local reply to a request labelled gRPC: a gRPC
+// "trailers-only" answer, content-type application/grpc and no body.
+func checkGRPCReply(r Result) string {
+	if ct, _, _ := strings.Cut(r.ContentType, ";"); strings.TrimSpace(ct) != "application/grpc" {
+		return fmt.Sprintf("reply content-type %q, want application/grpc", r.ContentType)
+	}
+	if len(r.Body) != 0 {
+		return fmt.Sprintf("gRPC reply with a body %s, want none", trunc(r.Body))
 	}
 	return ""
 }

@@ -22,7 +22,7 @@ type replay struct {
 }
 
 func (p *replay) Observes() Observes {
-	return ObservesOutcome | ObservesHint | ObservesReply | ObservesForwardStatus
+	return ObservesOutcome | ObservesHint | ObservesReply | ObservesForwardStatus | ObservesGRPCStatus
 }
 
 func (p *replay) Send(c *Case) (Result, error) {
@@ -30,7 +30,10 @@ func (p *replay) Send(c *Case) (Result, error) {
 	e := c.Expect
 	r := Result{Forwarded: e.Action == "forward", Status: 200, Body: e.ForwardedBody,
 		Outcome: e.Outcome, Reason: e.Reason, CanonicalHint: e.CanonicalHint}
-	if !r.Forwarded {
+	switch {
+	case !r.Forwarded && e.GRPCStatus != 0:
+		r.Status, r.ContentType, r.Body, r.GRPCStatus = e.Status, "application/grpc", nil, itoa(e.GRPCStatus)
+	case !r.Forwarded:
 		r.Status, r.ContentType = e.Status, "application/json"
 		r.Body = []byte(`{"error":{"message":"m","type":"invalid_request_error","code":` + itoa(e.Status) + `}}`)
 	}
@@ -89,6 +92,8 @@ func TestCheck(t *testing.T) {
 	admitted := find(func(c *Case) bool { return c.Expect.Outcome == "admitted" })
 	unchanged := find(func(c *Case) bool { return c.Expect.Action == "forward" && c.Expect.Unchanged })
 	rejected := find(func(c *Case) bool { return c.Expect.Status == 413 })
+	refused := find(func(c *Case) bool { return c.Expect.Outcome == "refused" })
+	uninspected := find(func(c *Case) bool { return c.Expect.Outcome == "uninspected" })
 	// A changed body whose exact bytes the case does not give.
 	changed := *find(func(c *Case) bool { return c.Expect.Action == "forward" && !c.Expect.Unchanged })
 	changed.Expect.ForwardedBody = nil
@@ -118,6 +123,14 @@ func TestCheck(t *testing.T) {
 		{"reply type", rejected, all, func(r *Result, _ *Counters) { r.ContentType = "text/plain" }, "content-type"},
 		{"reply code", rejected, all, func(r *Result, _ *Counters) { r.Body = bytes.Replace(r.Body, []byte("413"), []byte("400"), 1) }, "not the error body"},
 		{"reply not observed", rejected, 0, func(r *Result, _ *Counters) { r.Body = nil }, ""},
+		{"refused as expected", refused, all, nil, ""},
+		{"uninspected as expected", uninspected, all, nil, ""},
+		{"uninspected, not counted", uninspected, all, func(_ *Result, d *Counters) { d.GRPCUninspected-- }, "grpc_uninspected +0, want +1"},
+		{"refused, not counted", refused, all, func(_ *Result, d *Counters) { d.GRPCRefused-- }, "grpc_refused +0, want +1"},
+		{"refused with a JSON reply", refused, all, func(r *Result, _ *Counters) { r.ContentType = "application/json" }, "want application/grpc"},
+		{"refused with a body", refused, all, func(r *Result, _ *Counters) { r.Body = []byte("x") }, "want none"},
+		{"other grpc-status", refused, all, func(r *Result, _ *Counters) { r.GRPCStatus = "3" }, `grpc-status "3", want 7`},
+		{"grpc-status not observed", refused, all &^ ObservesGRPCStatus, func(r *Result, _ *Counters) { r.GRPCStatus = "" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &replay{spoil: tc.spoil, name: tc.c.Name}
@@ -146,10 +159,12 @@ kvgate_bodies_rejected_total{status="400"} 1
 kvgate_bodies_rejected_total{status="413"} 2e+00
 kvgate_bodies_rejected_total{status="415"} 4
 kvgate_bodies_rejected_total{status="415",x="y"} 100
+kvgate_requests_uninspected_total{protocol="grpc"} 8
+kvgate_requests_refused_total{protocol="grpc"} 9
 kvgate_other 7
 `
 	got, err := PrometheusCounters(page)
-	want := Counters{Untrusted: 3, Oversized: 1, Malformed: 2, Admitted: 5, RejectedBodies: 7}
+	want := Counters{Untrusted: 3, Oversized: 1, Malformed: 2, Admitted: 5, RejectedBodies: 7, GRPCUninspected: 8, GRPCRefused: 9}
 	if err != nil || got != want {
 		t.Errorf("got %v %v, want %v", got, err, want)
 	}

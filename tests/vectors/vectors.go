@@ -29,8 +29,11 @@ type Case struct {
 	// MaxDepth and MaxBodyBytes are 0 when the case uses the defaults.
 	MaxDepth     int
 	MaxBodyBytes int
-	Request      Request
-	Expect       Expect
+	// GRPC is the configuration's "grpc" member, "" for the default
+	// ("pass").
+	GRPC    string
+	Request Request
+	Expect  Expect
 }
 
 // Sender is what the host knows about a request's sender, as the four
@@ -93,12 +96,18 @@ type Expect struct {
 	Action string
 	// Status is the local reply's status for "reject".
 	Status int
+	// GRPCStatus is the grpc-status of a gRPC answer ("reject" of a request
+	// labelled gRPC, with Status 200: refused under "grpc": "refuse", or
+	// the code that stands for 400, 413 or 415), 0 otherwise.
+	GRPCStatus int
 	// ForwardedBody is the body the worker receives for "forward"; nil when
 	// the case does not say.
 	ForwardedBody []byte
 	// Unchanged is true when the forwarded body is the request body.
 	Unchanged bool
-	// Outcome and Reason are kvhints' Outcome and Reason names ("" for none).
+	// Outcome and Reason are kvhints' Outcome and Reason names ("" for
+	// none), or the filter's for gRPC: "uninspected" (passed without
+	// inspection) and "refused".
 	Outcome string
 	Reason  string
 	// CanonicalHint is the admitted envelope's canonical bytes, if any.
@@ -115,6 +124,10 @@ type Counters struct {
 	Malformed      int `json:"malformed"`
 	Admitted       int `json:"admitted"`
 	RejectedBodies int `json:"rejected_bodies"`
+	// The gRPC counters, present in the files for the grpc group only
+	// (absent means 0).
+	GRPCUninspected int `json:"grpc_uninspected"`
+	GRPCRefused     int `json:"grpc_refused"`
 }
 
 type fileJSON struct {
@@ -130,6 +143,7 @@ type caseJSON struct {
 	Sender         *Sender         `json:"sender"`
 	MaxDepth       int             `json:"max_depth"`
 	MaxBodyBytes   int             `json:"max_body_bytes"`
+	GRPC           string          `json:"grpc"`
 	Request        struct {
 		Method     string            `json:"method"`
 		Path       string            `json:"path"`
@@ -140,6 +154,7 @@ type caseJSON struct {
 	Expect struct {
 		Action              string   `json:"action"`
 		Status              int      `json:"status"`
+		GRPCStatus          int      `json:"grpc_status"`
 		ForwardedBody       *string  `json:"forwarded_body"`
 		ForwardedBodyBase64 *string  `json:"forwarded_body_base64"`
 		Unchanged           bool     `json:"unchanged"`
@@ -189,6 +204,7 @@ func convert(group string, cj caseJSON) (Case, error) {
 		Sender:         cj.Sender,
 		MaxDepth:       cj.MaxDepth,
 		MaxBodyBytes:   cj.MaxBodyBytes,
+		GRPC:           cj.GRPC,
 		Request: Request{
 			Method:  cj.Request.Method,
 			Path:    cj.Request.Path,
@@ -205,11 +221,12 @@ func convert(group string, cj caseJSON) (Case, error) {
 	c.Request.Body = body
 	e := cj.Expect
 	c.Expect = Expect{
-		Action:    e.Action,
-		Status:    e.Status,
-		Unchanged: e.Unchanged,
-		Outcome:   e.Outcome,
-		Counters:  e.Counters,
+		Action:     e.Action,
+		Status:     e.Status,
+		GRPCStatus: e.GRPCStatus,
+		Unchanged:  e.Unchanged,
+		Outcome:    e.Outcome,
+		Counters:   e.Counters,
 	}
 	if e.Reason != nil {
 		c.Expect.Reason = *e.Reason
@@ -263,6 +280,9 @@ func (c *Case) FilterConfig() string {
 	}
 	if c.MaxBodyBytes != 0 {
 		doc += `,"max_body_bytes":` + strconv.Itoa(c.MaxBodyBytes)
+	}
+	if c.GRPC != "" {
+		doc += `,"grpc":` + strconv.Quote(c.GRPC)
 	}
 	return doc + "}"
 }
