@@ -713,7 +713,7 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 	if want := strings.TrimPrefix(envoy.OCIImage(wasm.Module, "").Digest, "sha256:"); wp.GetSha256() != want {
 		t.Errorf("sha256 %s is not the digest of the filter image of the committed module: %s", wp.GetSha256(), want)
 	}
-	if wp.GetFailStrategy() != extensions.FailStrategy_FAIL_CLOSE || wp.GetPhase() != extensions.PluginPhase_AUTHZ ||
+	if wp.GetFailStrategy() != extensions.FailStrategy_FAIL_RELOAD || wp.GetPhase() != extensions.PluginPhase_AUTHZ ||
 		wp.GetType() != extensions.PluginType_HTTP || len(wp.GetMatch()) != 1 || wp.GetMatch()[0].GetMode() != 2 /* SERVER */ {
 		t.Errorf("WasmPlugin failStrategy %v phase %v type %v match %v", wp.GetFailStrategy(), wp.GetPhase(), wp.GetType(), wp.GetMatch())
 	}

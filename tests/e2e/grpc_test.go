@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
 // grpcFrame is one gRPC message: flag 0, big-endian length, message.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"unicode/utf16"
 
-	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
 // jsonTexts are JSON texts of every shape a value can start with, which
