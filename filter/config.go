@@ -97,6 +97,8 @@ func (c *Config) JSON() []byte {
 	b = strconv.AppendInt(b, int64(c.MaxDepth), 10)
 	b = append(b, `,"max_body_bytes":`...)
 	b = strconv.AppendInt(b, int64(c.MaxBodyBytes), 10)
+	b = append(b, `,"grpc":`...)
+	b = appendJSONString(b, c.GRPC.String())
 	if len(c.ExcludePaths) > 0 {
 		b = append(b, `,"exclude_paths":[`...)
 		for i, p := range c.ExcludePaths {
@@ -185,7 +187,7 @@ func ParseConfig(doc []byte) (Config, error) {
 	if !r.eat('{') {
 		return cfg, r.err("expected a JSON object")
 	}
-	var seen [5]bool
+	var seen [6]bool
 	r.ws()
 	if !r.eat('}') {
 		for {
@@ -228,7 +230,7 @@ func ParseConfig(doc []byte) (Config, error) {
 					return cfg, err
 				}
 			case "grpc":
-				field = 4
+				field = 5
 				vat := r.i
 				mode, err := r.str()
 				if err != nil {

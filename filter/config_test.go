@@ -212,11 +212,12 @@ func checkJSONRoundTrip(t *testing.T, cfg Config) {
 
 func TestConfigJSON(t *testing.T) {
 	cfg := DefaultConfig()
-	if got := string(cfg.JSON()); got != `{"trust_kv_hints":false,"max_depth":128,"max_body_bytes":4194304}` {
+	if got := string(cfg.JSON()); got != `{"trust_kv_hints":false,"max_depth":128,"max_body_bytes":4194304,"grpc":"pass"}` {
 		t.Errorf("defaults: %s", got)
 	}
 	for _, doc := range []string{``, `{}`, `{"exclude_paths":[]}`,
-		`{"trust_kv_hints":true,"max_depth":1,"max_body_bytes":268435456,"exclude_paths":["/a\"b","/c/*","/~!$&'()+,;=:@"]}`} {
+		`{"trust_kv_hints":true,"max_depth":1,"max_body_bytes":268435456,"exclude_paths":["/a\"b","/c/*","/~!$&'()+,;=:@"]}`,
+		`{"grpc":"refuse","trusted_senders":[{"principal":"spiffe://td/ns/llm/sa/*","source_cidr":"10.8.0.0/16"},{"dns_name":"r.svc"}]}`} {
 		cfg, err := ParseConfig([]byte(doc))
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
