@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/version"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -50,6 +51,10 @@ type config struct {
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, errShowVersion) {
+		fmt.Println(version.Get().Line("sidecar"))
+		os.Exit(0)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -91,6 +96,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk wazero compilation cache; empty: none")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "longest wait for more of a request body (then 408) or for the next request on a kept-alive connection (then it is closed); 0: no limit")
+	showVersion := fs.Bool("version", false, "print the version, the source revision and the Go version, and exit")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\nFlags:\n")
@@ -98,6 +104,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if *showVersion {
+		return nil, errShowVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -173,6 +182,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	cfg.Filter, cfg.MaxBodyBytes, cfg.PluginConfig = fc, int64(fc.MaxBodyBytes), fc.JSON()
 	return cfg, nil
 }
+
+// errShowVersion is parseFlags' answer to -version: print the version
+// (main does) and exit 0, whatever the other flags say.
+var errShowVersion = errors.New("-version")
 
 // checkAddr checks a listen address: host:port with a port from 0 to
 // 65535 (or a service name). Whether it can be bound is found out by

@@ -79,7 +79,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Help:    "Time spent in the wasm filter per request (instance wait included).",
 		Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 1},
 	})
-	s.reg.MustRegister(s.failures, s.requests, s.latency,
+	s.reg.MustRegister(s.failures, s.requests, s.latency, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	s.memPages, s.retireBytes = instanceMemory(cfg.MaxBodyBytes)
