@@ -37,7 +37,7 @@ func startBinaryPID(t testing.TB, args ...string) (api, admin string, pid int) {
 	t.Helper()
 	bin, _ := artifacts(t)
 	api, admin = freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t)}, args...)...)
+	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t), "-upstream", "echo"}, args...)...)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
