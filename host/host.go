@@ -93,6 +93,7 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		vmConfig: opts.VMConfig, pluginConfig: opts.PluginConfig,
 		size: opts.PoolSize, idle: make(chan *instance, opts.PoolSize), stop: make(chan struct{}),
 	}
+	h.metrics.help = opts.MetricHelp
 	var err error
 	if opts.CacheDir != "" {
 		h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir)

@@ -39,6 +39,9 @@ type family struct {
 // into family and labels by metricname.Decode, the rule Envoy's stats_tags
 // apply; a name outside the rule is refused with BAD_ARGUMENT.
 type metrics struct {
+	// help returns a family's help text (Options.MetricHelp); nil or ""
+	// gives a generic one.
+	help     func(family string) string
 	mu       sync.Mutex
 	byName   map[string]uint32
 	families map[string]family
@@ -74,14 +77,20 @@ func (m *metrics) define(kind uint32, name string) (uint32, uint64) {
 		}
 		m.families[fam] = family{kind, names}
 	}
+	help := "Defined by the wasm filter as " + fam + "."
+	if m.help != nil {
+		if h := m.help(fam); h != "" {
+			help = h
+		}
+	}
 	g := &guestMetric{kind: kind, labels: values,
-		desc: prometheus.NewDesc(fam, "Defined by the wasm filter as "+fam+".", names, nil)}
+		desc: prometheus.NewDesc(fam, help, names, nil)}
 	if kind == metricHistogram {
 		cl := prometheus.Labels{}
 		for i := range names {
 			cl[names[i]] = values[i]
 		}
-		g.hist = prometheus.NewHistogram(prometheus.HistogramOpts{Name: fam, Help: "Defined by the wasm filter as " + fam + ".", ConstLabels: cl, Buckets: envoyBuckets})
+		g.hist = prometheus.NewHistogram(prometheus.HistogramOpts{Name: fam, Help: help, ConstLabels: cl, Buckets: envoyBuckets})
 	}
 	var old []*guestMetric
 	if p := m.list.Load(); p != nil {

@@ -46,6 +46,11 @@ type Options struct {
 	// Registerer, when set, gets the Host registered as a Prometheus
 	// collector (guest metrics and pool gauges).
 	Registerer prometheus.Registerer
+	// MetricHelp, when set, gives the help text of a metric family the
+	// guest defines (the name before any labels, see metricname), which
+	// proxy-wasm cannot carry. When nil, or for "", the help text says
+	// only that the guest defined the family.
+	MetricHelp func(family string) string
 }
 
 // Defaults for Options.

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/host"
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +95,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		CacheDir:         cfg.CacheDir,
 		Logger:           log,
 		Registerer:       s.reg,
+		MetricHelp:       filter.MetricHelp,
 	})
 	if err != nil {
 		return nil, err
