@@ -53,6 +53,7 @@ FILE "-" reads standard input.
 
 check admits one kv_hints envelope and prints one JSON line on stdout:
   {"admitted":bool,"reason":"..."|null,"compact_bytes":N|null}
+  and, when ignored, "path" and "detail": where the fault is and what it is.
   exit 0 admitted, 1 ignored, 2 usage or I/O error.
 
 rewrite filters one request body, writes the body that would be forwarded
