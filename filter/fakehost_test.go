@@ -16,6 +16,7 @@ type fakeHost struct {
 	logs     []string
 	names    []string // metric id -> name
 	counters map[string]int64
+	props    map[string]string // set by the filter (SetProperty), by path
 
 	// failures to inject, by Host method name
 	fail map[string]bool

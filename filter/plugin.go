@@ -350,6 +350,9 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) Action {
 			p.count(ids.ignored[res.Reason])
 		}
 	}
+	if len(body) > 0 { // an empty body is no body, which hosts do not show
+		p.report(res, body, r.policy)
+	}
 	s.state = stDone
 	return Continue
 }
@@ -388,6 +391,7 @@ func (p *Plugin) release(id uint32) {
 // reject answers the request with status and the OpenAI-style error.
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) Action {
 	s.state = stDone
+	p.setProperty(PropertyHint, HintRejected)
 	if err := p.host.SendLocalResponse(status, DetailsRejected, httperr.Invalid(status, msg), jsonHeaders); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}

@@ -206,13 +206,15 @@ func (in *instance) run(ctx context.Context, r *Request) (*Decision, error) {
 	}
 	switch {
 	case x.local != nil:
-		return &Decision{Local: x.local}, nil
+		return &Decision{Local: x.local, Properties: x.props}, nil
 	case x.closed:
 		return nil, ErrStreamClosed
 	case paused && !r.BodyWithheld: // waiting for a body that will not come is no failure
 		return nil, ErrPaused
 	}
-	return x.decision(), nil
+	d := x.decision()
+	d.Properties = x.props
+	return d, nil
 }
 
 func (x *exchange) decision() *Decision {

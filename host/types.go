@@ -125,6 +125,13 @@ type Decision struct {
 	BodyChanged bool
 	// Trailer is the trailers to forward (nil when none).
 	Trailer http.Header
+
+	// Properties are the values the guest set on the request with
+	// proxy_set_property, by path with its segments joined by dots
+	// ("kvgate.hint"); nil when it set none. Set with a local reply too.
+	// Envoy keeps such values as filter state ("wasm.<path>"), which its
+	// access log can print; a caller logs these.
+	Properties map[string][]byte
 }
 
 // Errors returned by Filter. Every one of them means: do not forward.

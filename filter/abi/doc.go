@@ -7,7 +7,7 @@
 // results are proxy-wasm WasmResult codes: 0 Ok, 1 NotFound, 2 BadArgument,
 // ..., 12 Unimplemented.
 //
-// # Host functions imported (module "env"), exactly these eight
+// # Host functions imported (module "env"), exactly these nine
 //
 // A host running this module must provide all of them; Envoy (1.33 and
 // later) and the proxy-wasm-go-sdk v0.24.0 proxytest runner both do.
@@ -42,6 +42,12 @@
 //	                    return_metric_id i32) -> status i32
 //	    Used with metric_type 0 (counter); the id is written as u32.
 //	proxy_increment_metric(metric_id i32, offset i64) -> status i32
+//	proxy_set_property(path_data i32, path_size i32, value_data i32, value_size i32) -> status i32
+//	    Used with single-segment paths "kvgate.hint", "kvgate.hint_reason"
+//	    and "kvgate.hint_detail" (no NUL) and text values, during request
+//	    callbacks: what became of the request's hint, for the host's access
+//	    log. Envoy stores the value as the filter state object
+//	    "wasm.<path>". A failure is logged and never fails the request.
 //
 // WASI (module "wasi_snapshot_preview1"): whatever the Go runtime imports
 // (fd_write, random_get, clock_time_get, environ_*, args_*, proc_exit,
