@@ -53,6 +53,7 @@ type config struct {
 	// -cache-dir was not given and the default could not be found.
 	NoDefaultCache error
 	ShutdownDelay  time.Duration
+	LogLevel       slog.Level
 }
 
 func main() {
@@ -69,7 +70,7 @@ func main() {
 		os.Exit(2)
 	}
 	sink := newLogSink(os.Stderr, cfg.LogFlush)
-	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
+	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: cfg.LogLevel}), sink})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err = run(ctx, cfg, log, nil)
 	stop()
@@ -100,6 +101,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, how long to keep serving new requests with /readyz answering 503, so that load balancers take the sidecar out first (in Kubernetes, e.g. 5s); then the drain")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "after SIGTERM (and -shutdown-delay), how long to wait for requests in flight")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "longest wait for more of a request body (then 408) or for the next request on a kept-alive connection (then it is closed); 0: no limit")
+	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "lowest `level` logged: debug, info, warn or error. At debug the access log line of a discarded hint says where and why it is at fault (hint_detail), and the filter's debug lines are logged")
 	showVersion := fs.Bool("version", false, "print the version, the source revision and the Go version, and exit")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {

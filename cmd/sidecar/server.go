@@ -171,6 +171,7 @@ func singleJoin(a, b string) string {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &statusWriter{ResponseWriter: w}
+	rw.requestID = requestID(r.Header)
 	outcome := s.serve(rw, r)
 	s.outcomes[outcome].Inc()
 	// Access log: no body, no header values, no query (it may carry data).
@@ -184,6 +185,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Int64("bytes", rw.n), slog.String("outcome", outcome),
 			slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
 			slog.String("remote", r.RemoteAddr))
+		rw.addAttrs(&rec, h.Enabled(ctx, slog.LevelDebug))
 		_ = h.Handle(ctx, rec)
 	}
 }
@@ -255,7 +257,9 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	}
 	fstart := time.Now()
 	d, err := s.host.Filter(r.Context(), req)
-	s.latency.Observe(time.Since(fstart).Seconds())
+	took := time.Since(fstart)
+	s.latency.Observe(took.Seconds())
+	w.noteFilter(d, took)
 	if err != nil {
 		reason := failureReason(err)
 		if errors.Is(err, context.Canceled) {
@@ -359,6 +363,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
+	accessInfo
 }
 
 func (w *statusWriter) WriteHeader(code int) {
