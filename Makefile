@@ -7,6 +7,8 @@ GO       ?= go
 PYTHON3  ?= python3
 VENV     ?= .venv
 FUZZTIME ?= 20s
+# The worker's base URL; unset, `make run` uses the sidecar's built-in echo
+# worker (-upstream echo).
 UPSTREAM ?=
 LISTEN   ?= 127.0.0.1:8080
 ADMIN    ?= 127.0.0.1:9090
@@ -19,7 +21,7 @@ export KVGATE_ENVOY  := $(abspath $(VENV))/bin/envoy
 .PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench sidecar clean deploy release
 
 run: godeps sidecar
-	./bin/sidecar -listen $(LISTEN) -admin $(ADMIN) -upstream "$(UPSTREAM)"
+	./bin/sidecar -listen $(LISTEN) -admin $(ADMIN) -upstream "$(or $(UPSTREAM),echo)"
 
 sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar

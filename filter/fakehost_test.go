@@ -18,6 +18,7 @@ type fakeHost struct {
 	logs     []string
 	names    []string // metric id -> name
 	counters map[string]int64
+	set      map[string]string // properties set by the filter (SetProperty), by path
 
 	// props are the host properties by proxy-wasm path (NUL-separated);
 	// propReads counts the reads of each path.

@@ -38,6 +38,9 @@ type Host interface {
 	// SendLocalResponse answers the current request without forwarding it.
 	// headers is an encoded proxy-wasm map (see proxywasm.EncodeHeaderMap).
 	SendLocalResponse(status int, details string, body, headers []byte) error
+	// SetProperty sets a property of the current request (path a single
+	// segment, "kvgate.hint"), which the host keeps for its access log.
+	SetProperty(path, value string) error
 	// DefineCounter defines a counter metric and returns its id.
 	DefineCounter(name string) (uint32, error)
 	// IncrementCounter adds delta to a counter.

@@ -214,7 +214,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	}
 	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
 	p.rw.Reserve(p.reserved)
-	p.host.Log(proxywasm.LogInfo, "kvgate: configured: trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
+	p.host.Log(proxywasm.LogInfo, "kvgate: configured: version="+Version+" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
 		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String()+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
 	return true
@@ -454,6 +454,9 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 			p.count(ids.ignored[res.Reason])
 		}
 	}
+	if len(body) > 0 { // an empty body is no body, which hosts do not show
+		p.report(res, body, r.policy)
+	}
 	s.state = stDone
 	return proxywasm.ActionContinue
 }
@@ -544,6 +547,7 @@ func (p *Plugin) release(id uint32) {
 // for a request labelled gRPC with the gRPC status that stands for it.
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Action {
 	s.state = stDone
+	p.setProperty(PropertyHint, HintRejected)
 	var err error
 	if s.grpcLabel {
 		err = p.host.SendLocalResponse(200, DetailsRejected, nil, grpcReplyHeaders(GRPCStatusOf(status), msg))

@@ -109,6 +109,7 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		Name: opts.PluginName, RootID: opts.RootID, VMID: opts.VMID,
 		Metrics: &h.metrics, Logger: h.log, LogLevel: h.guestLogLevel, BodyAlloc: opts.BodyAlloc,
 	}
+	h.metrics.Help = opts.MetricHelp
 	var err error
 	if opts.CacheDir != "" {
 		h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir)

@@ -161,13 +161,15 @@ func (in *instance) run(ctx, caller context.Context, r *Request) (*Decision, err
 	}
 	switch {
 	case x.Local != nil:
-		return &Decision{Local: localReply(x.Local)}, nil
+		return &Decision{Local: localReply(x.Local), Properties: x.GuestProperties()}, nil
 	case x.Closed:
 		return nil, ErrStreamClosed
 	case paused && !r.BodyWithheld: // waiting for a body that will not come is no failure
 		return nil, ErrPaused
 	}
-	return in.decision(r, x, orig), nil
+	d := in.decision(r, x, orig)
+	d.Properties = x.GuestProperties()
+	return d, nil
 }
 
 // pauses reports whether a callback's result stops the request.

@@ -63,6 +63,11 @@ type Options struct {
 	// end. When it is nil, or returns less than n bytes of capacity, the
 	// host allocates.
 	BodyAlloc func(ctx context.Context, n int) []byte
+	// MetricHelp, when set, gives the help text of a metric family the
+	// guest defines (the name before any labels, see metricname), which
+	// proxy-wasm cannot carry. When nil, or for "", the help text says
+	// only that the guest defined the family.
+	MetricHelp func(family string) string
 }
 
 // Defaults for Options.
@@ -122,6 +127,13 @@ type Decision struct {
 	BodyChanged bool
 	// Trailer is the trailers to forward (nil when none).
 	Trailer http.Header
+
+	// Properties are the values the guest set on the request with
+	// proxy_set_property, by path with its segments joined by dots
+	// ("kvgate.hint"); nil when it set none. Set with a local reply too.
+	// Envoy keeps such values as filter state ("wasm.<path>"), which its
+	// access log can print; a caller logs these.
+	Properties map[string][]byte
 }
 
 // Errors returned by Filter. Every one of them means: do not forward.

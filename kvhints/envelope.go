@@ -42,9 +42,15 @@ const (
 	FetchActionVersion = "1.0"
 )
 
-// AdmitError tells a Go caller why an envelope it built would not be admitted.
+// AdmitError tells a Go caller why an envelope it built would not be
+// admitted, or (from Explain) why admission discarded one it received.
 type AdmitError struct {
 	Reason Reason
+	// Path locates the value at fault in the envelope, for example
+	// "actions[0].payload"; "" means the envelope as a whole. Set by
+	// Explain; the builders (NewEnvelope, ...) leave it empty.
+	Path string
+	// Detail is the explanation, without the envelope's values.
 	Detail string
 }
 

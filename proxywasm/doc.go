@@ -81,7 +81,7 @@
 //
 // # Host functions kvgate's guest imports
 //
-// These nine are the whole of what filter/abi imports from "env"; Envoy
+// These ten are the whole of what filter/abi imports from "env"; Envoy
 // (1.33 and later), the proxy-wasm-go-sdk proxytest runner and host/ all
 // provide them.
 //
@@ -136,6 +136,14 @@
 //	    reads connection.mtls, connection.uri_san_peer_certificate,
 //	    connection.dns_san_peer_certificate and source.address, only when
 //	    trusted_senders is configured.
+//	proxy_set_property(path_data i32, path_size i32,
+//	                   value_data i32, value_size i32) -> status i32
+//	    Sets a property of the current stream to value. Envoy keeps it as
+//	    the filter state object "wasm.<path>", which an access log prints
+//	    with %FILTER_STATE(wasm.<path>:PLAIN)%; host/ hands it to the caller
+//	    in Decision.Properties. kvgate sets "kvgate.hint",
+//	    "kvgate.hint_reason" and "kvgate.hint_detail" (single segments)
+//	    during request callbacks; a failure is never a request failure.
 //
 // Host functions in general: host/internal/abi lists every one the Go host
 // provides, with the statuses it answers.

@@ -21,7 +21,8 @@ Admits one KV hint envelope (the value of a kv_hints member, e.g.
 prints one JSON line on stdout:
 
   {"admitted":true,"reason":null,"compact_bytes":213,"block_hashes_headroom":3110}
-  {"admitted":false,"reason":"oversized","compact_bytes":null}
+  {"admitted":false,"reason":"malformed","compact_bytes":null,
+   "path":"actions[0].payload","detail":"actions[0].payload is not an object but an array"}
 
   admitted       whether a trusted sender's envelope would be forwarded.
   reason         why it was ignored: unknown_version, oversized or malformed;
@@ -31,6 +32,11 @@ prints one JSON line on stdout:
                  forwarded; at most 65536. null when not admitted: the
                  rulebook stops at the first rule that fires, so no exact
                  figure exists for an ignored envelope.
+  path, detail   only when ignored: where the fault is (path, "" for the
+                 envelope as a whole) and what it is, in words that never
+                 quote the envelope: members that version 0.1 does not
+                 define are named by position, {i}. An envelope with several
+                 faults gets one of them.
   block_hashes_headroom
                  only when admitted and some action has action_type
                  "kv.fetch": how many more block_hashes could be added and
@@ -47,11 +53,14 @@ Exit status: 0 admitted, 1 ignored (or null), 2 usage or I/O error.
 `
 
 // checkResult is the line check prints. Nil pointers print as null;
-// Headroom is left out unless the envelope is admitted with a kv.fetch action.
+// Headroom is left out unless the envelope is admitted with a kv.fetch
+// action, Path and Detail unless it is ignored.
 type checkResult struct {
 	Admitted     bool    `json:"admitted"`
 	Reason       *string `json:"reason"`
 	CompactBytes *int    `json:"compact_bytes"`
+	Path         *string `json:"path,omitempty"`
+	Detail       string  `json:"detail,omitempty"`
 	Headroom     *int    `json:"block_hashes_headroom,omitempty"`
 }
 
@@ -84,6 +93,9 @@ func runCheck(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case reason != kvhints.ReasonNone:
 		s := reason.String()
 		res.Reason = &s
+		if e := kvhints.Explain(raw, kvhints.Limits{MaxDepth: maxDepth}); e != nil {
+			res.Path, res.Detail = &e.Path, e.Detail
+		}
 	}
 	line, err := json.Marshal(res)
 	if err != nil {

@@ -8,6 +8,7 @@
 //	kvhints rewrite [--trusted] [--max-depth N] [--max-body-bytes N] FILE|-
 //	kvhints plan    ...
 //	kvhints help
+//	kvhints -version
 //
 // check admits one envelope (the value of a kv_hints member) and prints one
 // JSON line on stdout. rewrite filters one request body the way the proxy
@@ -28,6 +29,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/kvgate/kvgate/internal/version"
 )
 
 // Exit codes shared by every subcommand.
@@ -44,11 +47,13 @@ Usage:
   kvhints rewrite [--trusted] [--max-depth N] [--max-body-bytes N] FILE|-
   kvhints plan    (see "kvhints plan -h")
   kvhints help
+  kvhints -version
 
 FILE "-" reads standard input.
 
 check admits one kv_hints envelope and prints one JSON line on stdout:
   {"admitted":bool,"reason":"..."|null,"compact_bytes":N|null}
+  and, when ignored, "path" and "detail": where the fault is and what it is.
   exit 0 admitted, 1 ignored, 2 usage or I/O error.
 
 rewrite filters one request body, writes the body that would be forwarded
@@ -80,6 +85,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runPlan(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version.Get().Line("kvhints"))
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "kvhints: unknown subcommand %q\n\n%s", args[0], usage)

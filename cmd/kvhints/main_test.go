@@ -84,6 +84,13 @@ func checkLine(admitted bool, reason string, compact, headroom int) string {
 	return s + "}\n"
 }
 
+// ignoredLine is the line check prints for an ignored envelope: its
+// reason, where the fault is and what it is.
+func ignoredLine(reason, path, detail string) string {
+	b, _ := json.Marshal(detail)
+	return `{"admitted":false,"reason":"` + reason + `","compact_bytes":null,"path":"` + path + `","detail":` + string(b) + "}\n"
+}
+
 func outcomeLine(outcome, reason string, status int) string {
 	r := "null"
 	if reason != "" {
@@ -125,14 +132,16 @@ func cliCases(t *testing.T) []cliCase {
 		{name: "check pretty compacts to 213", args: []string{"check", pretty}, wantStdout: checkLine(true, "", 213, 3110)},
 		{name: "check flag after file", args: []string{"check", ref, "--max-depth", "5"}, wantStdout: checkLine(true, "", 213, 3110)},
 		{name: "check depth at limit", args: []string{"check", "--max-depth", "5", ref}, wantStdout: checkLine(true, "", 213, 3110)},
-		{name: "check depth past limit", args: []string{"check", "--max-depth=4", ref}, wantCode: 1, wantStdout: checkLine(false, "malformed", -1, -1)},
+		{name: "check depth past limit", args: []string{"check", "--max-depth=4", ref}, wantCode: 1, wantStdout: ignoredLine("malformed", "", "kv_hints is nested deeper than max_depth (4)")},
 		{name: "check exactly 65536", args: []string{"check", fits}, wantStdout: checkLine(true, "", 65536, -1)},
-		{name: "check oversized", args: []string{"check", over}, wantCode: 1, wantStdout: checkLine(false, "oversized", -1, -1)},
-		{name: "check unknown version", args: []string{"check", unknown}, wantCode: 1, wantStdout: checkLine(false, "unknown_version", -1, -1)},
+		{name: "check oversized", args: []string{"check", over}, wantCode: 1, wantStdout: ignoredLine("oversized", "", "the envelope's compact form is over 65536 bytes")},
+		{name: "check unknown version", args: []string{"check", unknown}, wantCode: 1, wantStdout: ignoredLine("unknown_version", "protocol_version", `protocol_version is not "0.1"`)},
 		{name: "check no kv.fetch no headroom", args: []string{"check", "-"}, stdin: noFetch, wantStdout: checkLine(true, "", len(noFetch), -1)},
 		{name: "check full envelope zero headroom", args: []string{"check", "-"}, stdin: fullFetch(t), wantStdout: checkLine(true, "", kvhints.MaxCompactBytes, 0)},
-		{name: "check malformed", args: []string{"check", "-"}, stdin: `{"protocol_version":"0.1"}`, wantCode: 1, wantStdout: checkLine(false, "malformed", -1, -1)},
-		{name: "check not json", args: []string{"check", "-"}, stdin: `{`, wantCode: 1, wantStdout: checkLine(false, "malformed", -1, -1)},
+		{name: "check malformed", args: []string{"check", "-"}, stdin: `{"protocol_version":"0.1"}`, wantCode: 1, wantStdout: ignoredLine("malformed", "message_id", "message_id is missing")},
+		{name: "check not json", args: []string{"check", "-"}, stdin: `{`, wantCode: 1, wantStdout: ignoredLine("malformed", "", "kv_hints is not one JSON value")},
+		{name: "check malformed payload", args: []string{"check", "-"}, stdin: `{"protocol_version":"0.1","message_id":"m","actions":[{"action_id":"a","action_type":"t","action_version":"1","payload":["secret"]}]}`,
+			wantCode: 1, wantStdout: ignoredLine("malformed", "actions[0].payload", "actions[0].payload is not an object but an array")},
 		{name: "check null is no hint", args: []string{"check", "-"}, stdin: "null\n", wantCode: 1, wantStdout: checkLine(false, "", -1, -1)},
 		{name: "check missing file", args: []string{"check", missing}, wantCode: 2, stderrContains: "no such file"},
 		{name: "check no file", args: []string{"check"}, wantCode: 2, stderrContains: "expected exactly one FILE"},

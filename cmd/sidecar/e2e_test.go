@@ -71,7 +71,7 @@ func startBinaryProc(t testing.TB, args ...string) *sidecarProc {
 	t.Helper()
 	bin, _ := artifacts(t)
 	api, admin := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t)}, args...)...)
+	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t), "-upstream", "echo"}, args...)...)
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {

@@ -37,7 +37,6 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
  "max_depth":6}`)
 	notWasm := write("not.wasm", "not a module")
 	badWasm := write("bad.wasm", "\x00asm\x01\x00\x00\x00\xff\xff")
-	plainFile := write("file", "")
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +61,8 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 		{args: []string{"-filter-config", `{"no_such":1}`}, code: 2, want: []string{"-filter-config:", `unknown member "no_such"`}},
 		{args: []string{"-filter-config", "@" + filepath.Join(dir, "missing.json")}, code: 2, want: []string{"-filter-config:", "missing.json"}},
 		{args: []string{"-upstream", "ftp://x"}, code: 2, want: []string{`-upstream "ftp://x"`}},
+		{args: []string{"-upstream", ""}, code: 2, want: []string{"-upstream: missing", "-upstream echo"}},
+		{args: []string{"-shutdown-delay", "-1s"}, code: 2, want: []string{"-shutdown-delay -1s:"}},
 		{args: []string{"-pool-size", "-1"}, code: 2, want: []string{"-pool-size -1:"}},
 		{args: []string{"-idle-timeout", "-1s"}, code: 2, want: []string{"-idle-timeout -1s:"}},
 		{args: []string{"-drain-timeout", "-1s"}, code: 2, want: []string{"-drain-timeout -1s:"}},
@@ -70,10 +71,9 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 		{args: []string{"-filter", notWasm}, code: 2, want: []string{"-filter " + notWasm + ": not a WebAssembly"}},
 		{args: []string{"-listen", inUse}, code: 1, want: []string{"-listen " + inUse + ":", "address already in use"}},
 		{args: []string{"-admin", inUse}, code: 1, want: []string{"-admin " + inUse + ":", "address already in use"}},
-		{args: []string{"-cache-dir", filepath.Join(plainFile, "cache")}, code: 1, want: []string{"-cache-dir:"}},
 		{args: []string{"-filter", badWasm}, code: 1, want: []string{"-filter " + badWasm + ":"}, compile: true},
 	} {
-		args := append([]string{"-listen", freeAddr(t), "-admin", freeAddr(t), "-cache-dir", testCache(t), "-log-flush", "0"}, c.args...)
+		args := append([]string{"-listen", freeAddr(t), "-admin", freeAddr(t), "-cache-dir", testCache(t), "-log-flush", "0", "-upstream", "echo"}, c.args...)
 		// A guard against a binary that starts serving instead of failing.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		cmd := exec.CommandContext(ctx, bin, args...)

@@ -5,9 +5,11 @@
 //
 //	sidecar -listen 127.0.0.1:8080 -upstream http://127.0.0.1:8000
 //
-// With no -upstream it starts a built-in echo worker on loopback that
-// answers with what it received. /metrics, /healthz and /readyz are served
-// on -admin. SIGTERM drains requests in flight, then exits.
+// -upstream is required; "-upstream echo" starts a built-in echo worker on
+// loopback that answers with what it received. /metrics, /healthz and
+// /readyz are served on -admin. SIGTERM turns /readyz to 503 at once, keeps
+// serving for -shutdown-delay (so that load balancers stop sending), then
+// drains requests in flight for up to -drain-timeout and exits.
 package main
 
 import (
@@ -23,13 +25,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/internal/version"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -47,10 +49,20 @@ type config struct {
 	IdleTimeout             time.Duration
 	MaxConnections          int
 	LogFlush                time.Duration
+
+	// NoDefaultCache says why there is no default cache directory, when
+	// -cache-dir was not given and the default could not be found.
+	NoDefaultCache error
+	ShutdownDelay  time.Duration
+	LogLevel       slog.Level
 }
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, errShowVersion) {
+		fmt.Println(version.Get().Line("sidecar"))
+		os.Exit(0)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -59,7 +71,7 @@ func main() {
 		os.Exit(2)
 	}
 	sink := newLogSink(os.Stderr, cfg.LogFlush)
-	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
+	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: cfg.LogLevel}), sink})
 	routeStdLog(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err = run(ctx, cfg, log, nil)
@@ -79,21 +91,21 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.SetOutput(stderr)
 	cfg := &config{}
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve the proxied API on")
-	fs.StringVar(&cfg.Upstream, "upstream", "", "worker base URL (e.g. http://127.0.0.1:8000); empty: a built-in echo worker on loopback")
+	fs.StringVar(&cfg.Upstream, "upstream", "", "required: the worker's base URL (e.g. http://127.0.0.1:8000), or \"echo\" for a built-in worker on loopback that answers with what it received")
 	fs.StringVar(&cfg.Admin, "admin", "127.0.0.1:9090", "address for /metrics, /healthz and /readyz")
 	fs.StringVar(&cfg.FilterPath, "filter", "", "path to a proxy-wasm filter module; empty: the embedded kvgate.wasm")
 	filterConfig := fs.String("filter-config", "", "filter configuration: JSON, or @file (e.g. {\"max_depth\":128,\"exclude_paths\":[\"/healthz\"]})")
 	trust := fs.Bool("trust-kv-hints", false, "admit kv_hints from clients (also TRTLLM_TRUST_KV_HINTS=1); default: remove them")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", filter.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filter.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
 	fs.IntVar(&cfg.PoolSize, "pool-size", 0, "wasm filter instances (0: GOMAXPROCS)")
-	defCache := ""
-	if d, err := os.UserCacheDir(); err == nil {
-		defCache = filepath.Join(d, "kvgate", "wazero")
-	}
-	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk wazero compilation cache; empty: none")
-	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
+	defCache, noDefCache := defaultCacheDir()
+	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk cache of the compiled filter, kept across restarts; empty: in memory only. A directory that cannot be created or written is a warning, and the cache is kept in memory")
+	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, how long to keep serving new requests with /readyz answering 503, so that load balancers take the sidecar out first (in Kubernetes, e.g. 5s); then the drain")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "after SIGTERM (and -shutdown-delay), how long to wait for requests in flight")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "longest wait for more of a request body (then 408) or for the next request on a kept-alive connection (then it is closed); 0: no limit")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections(), "most client connections open at once; more wait to be accepted; the default is half the open-file limit less a reserve")
+	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "lowest `level` logged: debug, info, warn or error. At debug the access log line of a discarded hint says where and why it is at fault (hint_detail), and the filter's debug lines are logged")
+	showVersion := fs.Bool("version", false, "print the version, the source revision and the Go version, and exit")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\nFlags:\n")
@@ -102,15 +114,26 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if *showVersion {
+		return nil, errShowVersion
+	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	if !set["cache-dir"] && noDefCache != nil {
+		cfg.NoDefaultCache = noDefCache
+	}
+
 	// Every flag is checked here, before the module is compiled, and every
 	// error names the flag as the operator wrote it.
-	if cfg.Upstream != "" {
+	switch cfg.Upstream {
+	case "":
+		return nil, errors.New(`-upstream: missing: give the worker's base URL (e.g. -upstream http://127.0.0.1:8000), or -upstream echo for the built-in echo worker`)
+	case upstreamEcho:
+	default:
 		u, err := url.Parse(cfg.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("-upstream %q: want an http:// or https:// base URL", cfg.Upstream)
@@ -124,7 +147,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"-idle-timeout", cfg.IdleTimeout}, {"-drain-timeout", cfg.DrainTimeout}, {"-log-flush", cfg.LogFlush}} {
+	}{{"-idle-timeout", cfg.IdleTimeout}, {"-drain-timeout", cfg.DrainTimeout}, {"-shutdown-delay", cfg.ShutdownDelay}, {"-log-flush", cfg.LogFlush}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("%s %v: must be 0 or more", d.flag, d.v)
 		}
@@ -180,6 +203,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	return cfg, nil
 }
 
+// upstreamEcho is the -upstream value that starts the built-in echo worker.
+const upstreamEcho = "echo"
+
+// errShowVersion is parseFlags' answer to -version: print the version
+// (main does) and exit 0, whatever the other flags say.
+var errShowVersion = errors.New("-version")
+
 // checkAddr checks a listen address: host:port with a port from 0 to
 // 65535 (or a service name). Whether it can be bound is found out by
 // binding it, also before the module is compiled (run).
@@ -213,20 +243,25 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		return fmt.Errorf("-admin %s: %w", cfg.Admin, err)
 	}
 	defer adminLn.Close()
-	if cfg.CacheDir != "" {
-		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
-			return fmt.Errorf("-cache-dir: %w", err)
+	// A cache that cannot be used costs a compile per start, not the start.
+	switch {
+	case cfg.CacheDir != "":
+		if err := checkCacheDir(cfg.CacheDir); err != nil {
+			log.Warn("-cache-dir cannot be used; the compiled filter is cached in memory only", "cache_dir", cfg.CacheDir, "err", err.Error())
+			cfg.CacheDir = ""
 		}
+	case cfg.NoDefaultCache != nil:
+		log.Warn("no default -cache-dir; the compiled filter is cached in memory only", "err", cfg.NoDefaultCache.Error())
 	}
 	upstream := cfg.Upstream
-	if upstream == "" {
+	if upstream == upstreamEcho {
 		echo, err := startEcho(log)
 		if err != nil {
 			return err
 		}
 		defer echo.Close()
 		upstream = "http://" + echo.Addr
-		log.Info("no -upstream: using the built-in echo worker, which answers with what it received", "upstream", upstream)
+		log.Info("-upstream echo: using the built-in echo worker, which answers with what it received", "upstream", upstream)
 	}
 	log.Info("compiling the filter module", "filter", filterName(cfg), "cache_dir", cfg.CacheDir)
 	s, err := newServer(ctx, cfg, upstream, log)
@@ -255,8 +290,23 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 	case err := <-errc:
 		return err
 	}
-	log.Info("shutting down: draining requests in flight", "timeout", cfg.DrainTimeout)
+	// Not ready at once, so that load balancers (Kubernetes endpoints)
+	// stop sending; new requests are still served meanwhile.
 	s.ready.Store(false)
+	if cfg.ShutdownDelay > 0 {
+		// Responses now close their connections, so that clients with a
+		// kept-alive connection come back through the load balancer.
+		api.SetKeepAlivesEnabled(false)
+		log.Info("shutting down: /readyz answers 503; serving new requests until the shutdown delay ends", "shutdown_delay", cfg.ShutdownDelay)
+		t := time.NewTimer(cfg.ShutdownDelay)
+		select {
+		case <-t.C:
+		case err := <-errc:
+			t.Stop()
+			return err
+		}
+	}
+	log.Info("shutting down: draining requests in flight", "timeout", cfg.DrainTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	err = api.Shutdown(dctx)

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/host"
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,7 +80,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Help:    "Time spent in the wasm filter per request (instance wait included).",
 		Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 1},
 	})
-	s.reg.MustRegister(s.failures, s.requests, s.latency,
+	s.reg.MustRegister(s.failures, s.requests, s.latency, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	s.memPages, s.retireBytes = instanceMemory(cfg.MaxBodyBytes)
@@ -96,6 +97,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Registerer:       s.reg,
 		HeaderInPlace:    true, // serve forwards r.Header and has no other use for it
 		BodyAlloc:        changedBody,
+		MetricHelp:       filter.MetricHelp,
 	})
 	if err != nil {
 		return nil, err
@@ -189,6 +191,7 @@ func singleJoin(a, b string) string {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &statusWriter{ResponseWriter: w}
+	rw.requestID = requestID(r.Header)
 	outcome := s.serve(rw, r)
 	s.outcomes[outcome].Inc()
 	// Access log: no body, no header values, no query (it may carry data).
@@ -202,6 +205,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Int64("bytes", rw.n), slog.String("outcome", outcome),
 			slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
 			slog.String("remote", r.RemoteAddr))
+		rw.addAttrs(&rec, h.Enabled(ctx, slog.LevelDebug))
 		_ = h.Handle(ctx, rec)
 	}
 }
@@ -280,7 +284,9 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	}
 	fstart := time.Now()
 	d, err := s.host.Filter(context.WithValue(r.Context(), changedBodyKey{}, &changed), req)
-	s.latency.Observe(time.Since(fstart).Seconds())
+	took := time.Since(fstart)
+	s.latency.Observe(took.Seconds())
+	w.noteFilter(d, took)
 	if err != nil {
 		reason := failureReason(err)
 		if errors.Is(err, context.Canceled) {
@@ -384,6 +390,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
+	accessInfo
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -64,7 +64,7 @@ func testCache(t testing.TB) string {
 // startInProcess runs the sidecar in this process and returns its addresses.
 func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc, <-chan error) {
 	t.Helper()
-	args = append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t)}, args...)
+	args = append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t), "-upstream", "echo"}, args...)
 	cfg, err := parseFlags(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +176,10 @@ func TestFlags(t *testing.T) {
 			return ""
 		}
 	}
+	// -upstream is required; every case below adds it first.
+	parseFlags := func(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+		return parseFlags(append([]string{"-upstream", "echo"}, args...), getenv, stderr)
+	}
 	def := filter.DefaultConfig()
 	cfg, err := parseFlags(nil, env(""), io.Discard)
 	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || !reflect.DeepEqual(cfg.Filter, def) ||
@@ -232,7 +236,7 @@ func TestFlags(t *testing.T) {
 // The sidecar checks -filter-config itself, so this takes a configuration
 // that did not come from the flags.
 func TestInvalidFilterConfigStopsStartup(t *testing.T) {
-	cfg, err := parseFlags([]string{"-cache-dir", testCache(t)}, func(string) string { return "" }, io.Discard)
+	cfg, err := parseFlags([]string{"-cache-dir", testCache(t), "-upstream", "echo"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,18 +7,25 @@
 //
 // # Host functions imported
 //
-// Exactly the nine of proxywasm's "Host functions kvgate's guest imports",
+// Exactly the ten of proxywasm's "Host functions kvgate's guest imports",
 // from module "env": proxy_log, proxy_get_buffer_bytes,
 // proxy_set_buffer_bytes, proxy_get_header_map_pairs,
 // proxy_remove_header_map_value, proxy_send_local_response,
-// proxy_define_metric, proxy_increment_metric and proxy_get_property. A
-// host running this module must provide all of them; Envoy (1.33 and
-// later) and the proxy-wasm-go-sdk v0.24.0 proxytest runner both do.
+// proxy_define_metric, proxy_increment_metric, proxy_get_property and
+// proxy_set_property. A host running this module must provide all of them;
+// Envoy (1.33 and later) and the proxy-wasm-go-sdk v0.24.0 proxytest runner
+// both do.
 //
 // proxy_get_property is called only when trusted_senders is configured,
 // for the paths "connection\0mtls", "connection\0uri_san_peer_certificate",
 // "connection\0dns_san_peer_certificate" and "source\0address" (segments
 // separated by NUL, no trailing NUL).
+//
+// proxy_set_property is called with the single-segment paths "kvgate.hint",
+// "kvgate.hint_reason" and "kvgate.hint_detail" (no NUL) and text values,
+// during request callbacks: what became of the request's hint, for the
+// host's access log. Envoy stores the value as the filter state object
+// "wasm.<path>". A failure is logged and never fails the request.
 //
 // WASI (module "wasi_snapshot_preview1"): whatever the Go runtime imports
 // (fd_write, random_get, clock_time_get, environ_*, args_*, proc_exit,

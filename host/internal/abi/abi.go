@@ -109,6 +109,11 @@ type Stream struct {
 	props map[string][]byte // set by the guest
 }
 
+// GuestProperties returns the properties the guest set on the stream
+// (proxy_set_property), by dotted key; nil when it set none. Envoy keeps
+// them as filter state, which an access log can print.
+func (x *Stream) GuestProperties() map[string][]byte { return x.props }
+
 // LocalReply is a response the guest sent itself.
 type LocalReply struct {
 	Status  int

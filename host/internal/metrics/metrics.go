@@ -37,6 +37,9 @@ type family struct {
 // outside metricname's rule, or one that clashes with its family's kind or
 // labels, is refused with StatusBadArgument. It is safe for concurrent use.
 type Set struct {
+	// Help, when set, gives a family's help text (host.Options.MetricHelp);
+	// nil or "" gives a generic one.
+	Help     func(family string) string
 	mu       sync.Mutex
 	byName   map[string]uint32
 	families map[string]family
@@ -74,14 +77,20 @@ func (m *Set) Define(kind proxywasm.MetricType, name string) (uint32, proxywasm.
 		}
 		m.families[fam] = family{kind, names}
 	}
+	help := "Defined by the wasm filter as " + fam + "."
+	if m.Help != nil {
+		if h := m.Help(fam); h != "" {
+			help = h
+		}
+	}
 	g := &guestMetric{kind: kind, labels: values,
-		desc: prometheus.NewDesc(fam, "Defined by the wasm filter as "+fam+".", names, nil)}
+		desc: prometheus.NewDesc(fam, help, names, nil)}
 	if kind == proxywasm.MetricHistogram {
 		cl := prometheus.Labels{}
 		for i := range names {
 			cl[names[i]] = values[i]
 		}
-		g.hist = prometheus.NewHistogram(prometheus.HistogramOpts{Name: fam, Help: "Defined by the wasm filter as " + fam + ".", ConstLabels: cl, Buckets: envoyBuckets})
+		g.hist = prometheus.NewHistogram(prometheus.HistogramOpts{Name: fam, Help: help, ConstLabels: cl, Buckets: envoyBuckets})
 	}
 	var old []*guestMetric
 	if p := m.list.Load(); p != nil {

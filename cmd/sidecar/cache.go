@@ -1,0 +1,33 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+)
+
+// defaultCacheDir is -cache-dir's default: kvgate/wazero under the user's
+// cache directory ($XDG_CACHE_HOME, else $HOME/.cache). Without either
+// variable (a container started with no HOME) there is none, and err says so.
+func defaultCacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "kvgate", "wazero"), nil
+}
+
+// checkCacheDir makes dir and proves that files can be created in it, so
+// that a read-only or foreign directory is found at start-up, before
+// wazero tries to write compiled code there.
+func checkCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".kvgate-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
+}

@@ -1,0 +1,94 @@
+package filter
+
+import (
+	"github.com/kvgate/kvgate/kvhints"
+	"github.com/kvgate/kvgate/proxywasm"
+)
+
+// Properties the filter sets on a request it decided, so that the host's
+// access log can say what became of the hint without the filter logging
+// per request (docs/spec.md, Logs). They go through proxy_set_property,
+// which every proxy-wasm host offers: Envoy keeps each as the filter state
+// object "wasm.<name>", which an access-log format prints with
+// %FILTER_STATE(wasm.kvgate.hint:PLAIN)%; the sidecar reads them from the
+// host's Decision. Values never carry anything of the hint itself.
+const (
+	// PropertyHint is what became of the request's hint: HintNone,
+	// HintStripped, HintAdmitted, "discarded:<reason>" or HintRejected. It
+	// is set for every non-empty body the filter inspected and for every
+	// request it refused; not for requests it let through uninspected
+	// (no body, an excluded path).
+	PropertyHint = "kvgate.hint"
+	// PropertyHintReason is the reason the hint was counted under in
+	// trtllm_kv_hints_ignored_total (untrusted, unknown_version, oversized,
+	// malformed); set only when one was.
+	PropertyHintReason = "kvgate.hint_reason"
+	// PropertyHintDetail says where and why a discarded envelope is at
+	// fault (kvhints.Explain: "actions[0].payload is not an object but an
+	// array"); set only for a discarded hint.
+	PropertyHintDetail = "kvgate.hint_detail"
+)
+
+// The values of PropertyHint.
+const (
+	// HintNone: the body carries no hint, or only null (no hint either).
+	HintNone = "none"
+	// HintStripped: an untrusted sender's hint was removed.
+	HintStripped = "stripped"
+	// HintAdmitted: a trusted sender's envelope was admitted and forwarded.
+	HintAdmitted = "admitted"
+	// HintRejected: the filter refused the request (400, 413, 415), so
+	// nothing of it was forwarded.
+	HintRejected = "rejected"
+	// HintDiscarded is the prefix of a trusted sender's discarded hint,
+	// followed by the reason: "discarded:malformed".
+	HintDiscarded = "discarded:"
+)
+
+// hintValue is PropertyHint's value for a rewrite's result; constants
+// only, so that reporting allocates nothing.
+func hintValue(res kvhints.Result) string {
+	switch res.Outcome {
+	case kvhints.OutcomeStripped:
+		return HintStripped
+	case kvhints.OutcomeAdmitted:
+		return HintAdmitted
+	case kvhints.OutcomeRejected:
+		return HintRejected
+	case kvhints.OutcomeDiscarded:
+		switch res.Reason {
+		case kvhints.ReasonUnknownVersion:
+			return HintDiscarded + "unknown_version"
+		case kvhints.ReasonOversized:
+			return HintDiscarded + "oversized"
+		}
+		return HintDiscarded + "malformed"
+	}
+	return HintNone
+}
+
+// report sets the properties of a body the filter decided. A discarded
+// envelope is explained (kvhints.Explain, a slow path that rewrites body
+// again with the plugin's Rewriter, so it comes after the rewritten body
+// has been handed to the host) in a property and in a debug log line.
+func (p *Plugin) report(res kvhints.Result, body []byte, policy kvhints.Policy) {
+	p.setProperty(PropertyHint, hintValue(res))
+	if res.Reason != kvhints.ReasonNone {
+		p.setProperty(PropertyHintReason, res.Reason.String())
+	}
+	if res.Outcome != kvhints.OutcomeDiscarded {
+		return
+	}
+	if e := p.rw.Explain(body, policy); e != nil {
+		p.setProperty(PropertyHintDetail, e.Detail)
+		p.host.Log(proxywasm.LogDebug, "kvgate: kv_hints discarded ("+res.Reason.String()+"): "+e.Detail)
+	}
+}
+
+// setProperty sets a property; a host that refuses it costs the log line
+// its detail, never the request.
+func (p *Plugin) setProperty(name, value string) {
+	if err := p.host.SetProperty(name, value); err != nil {
+		p.host.Log(proxywasm.LogWarn, "kvgate: cannot set property "+name+": "+err.Error())
+	}
+}
