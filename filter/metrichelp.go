@@ -17,6 +17,12 @@ func MetricHelp(family string) string {
 	case MetricRejected:
 		return "Request bodies the filter refused without forwarding them, by HTTP status: " +
 			"400 (not one UTF-8 JSON value), 413 (over max_body_bytes), 415 (Content-Encoding other than identity)."
+	case MetricUninspected:
+		return "Requests passed to the worker without inspection, by protocol: grpc (a gRPC-labelled " +
+			"body whose first bytes cannot be JSON the worker would read; docs/spec.md)."
+	case MetricRefused:
+		return "Requests refused for their protocol, by protocol: grpc (under \"grpc\": \"refuse\", " +
+			"answered with grpc-status 7)."
 	}
 	return ""
 }

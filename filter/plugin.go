@@ -410,13 +410,14 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 	limit := r.cfg.MaxBodyBytes
 	// The sender is decided first: the body's bytes are valid only until
 	// the next host call that returns bytes.
-	policy := r.policy
+	policy, rule := r.policy, -1
 	if r.cfg.TrustedSenders.Len() > 0 {
-		trusted, err := p.senderTrusted(r.cfg.TrustedSenders)
+		var err error
+		rule, err = p.senderRule(r.cfg.TrustedSenders)
 		if err != nil {
 			return p.fail(id, s, "cannot read the sender's properties: "+err.Error())
 		}
-		policy.Trusted = trusted
+		policy.Trusted = rule >= 0
 	}
 	var body []byte
 	var err error
@@ -455,7 +456,7 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 		}
 	}
 	if len(body) > 0 { // an empty body is no body, which hosts do not show
-		p.report(res, body, r.policy)
+		p.report(res, body, policy, rule)
 	}
 	s.state = stDone
 	return proxywasm.ActionContinue
@@ -470,11 +471,12 @@ const (
 	PropertySourceAddress = "source\x00address"
 )
 
-// senderTrusted decides whether the current request comes from a trusted
-// sender. It reads only the properties the rules use, each at most once,
+// senderRule decides whether the current request comes from a trusted
+// sender: the index of the first trusted_senders rule that matches, or -1
+// for none. It reads only the properties the rules use, each at most once,
 // and the certificate's SANs only when the host says the client
 // certificate was verified. The values are never logged.
-func (p *Plugin) senderTrusted(rules *kvhints.Senders) (bool, error) {
+func (p *Plugin) senderRule(rules *kvhints.Senders) (int, error) {
 	needs := rules.Needs()
 	var sp kvhints.SenderProps
 	get := func(slot int, path string) ([]byte, error) {
@@ -489,27 +491,27 @@ func (p *Plugin) senderTrusted(rules *kvhints.Senders) (bool, error) {
 	var err error
 	if needs&kvhints.PropMTLS != 0 {
 		if sp.MTLS, err = get(0, PropertyMTLS); err != nil {
-			return false, err
+			return -1, err
 		}
 		if kvhints.MTLSVerified(sp.MTLS) {
 			if needs&kvhints.PropURISAN != 0 {
 				if sp.URISAN, err = get(1, PropertyURISAN); err != nil {
-					return false, err
+					return -1, err
 				}
 			}
 			if needs&kvhints.PropDNSSAN != 0 {
 				if sp.DNSSAN, err = get(2, PropertyDNSSAN); err != nil {
-					return false, err
+					return -1, err
 				}
 			}
 		}
 	}
 	if needs&kvhints.PropSourceAddress != 0 {
 		if sp.SourceAddress, err = get(3, PropertySourceAddress); err != nil {
-			return false, err
+			return -1, err
 		}
 	}
-	return rules.Match(&sp) >= 0, nil
+	return rules.Match(&sp), nil
 }
 
 // OnDone ends a context; it always agrees.
@@ -569,6 +571,7 @@ func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Ac
 // PERMISSION_DENIED) without looking at its body, and counts it.
 func (p *Plugin) refuseGRPC(s *stream, r *root) proxywasm.Action {
 	s.state = stDone
+	p.setProperty(PropertyHint, HintRejected)
 	if err := p.host.SendLocalResponse(200, DetailsGRPCRefused, nil, grpcReplyHeaders(GRPCStatusPermissionDenied, GRPCRefusedMessage)); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}

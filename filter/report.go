@@ -1,6 +1,8 @@
 package filter
 
 import (
+	"strconv"
+
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/proxywasm"
 )
@@ -27,6 +29,14 @@ const (
 	// fault (kvhints.Explain: "actions[0].payload is not an object but an
 	// array"); set only for a discarded hint.
 	PropertyHintDetail = "kvgate.hint_detail"
+	// PropertySenderTrusted is "true" or "false": whether the request was
+	// handled as from a trusted sender (trust_kv_hints, or a matching
+	// trusted_senders rule). Set with PropertyHint.
+	PropertySenderTrusted = "kvgate.sender_trusted"
+	// PropertySenderRule is the index of the trusted_senders rule that
+	// matched the sender ("0" for the first); set only when one did. It is
+	// all the access log says of the sender's identity.
+	PropertySenderRule = "kvgate.sender_rule"
 )
 
 // The values of PropertyHint.
@@ -37,8 +47,8 @@ const (
 	HintStripped = "stripped"
 	// HintAdmitted: a trusted sender's envelope was admitted and forwarded.
 	HintAdmitted = "admitted"
-	// HintRejected: the filter refused the request (400, 413, 415), so
-	// nothing of it was forwarded.
+	// HintRejected: the filter refused the request (400, 413, 415, or a
+	// gRPC request under "grpc": "refuse"), so nothing of it was forwarded.
 	HintRejected = "rejected"
 	// HintDiscarded is the prefix of a trusted sender's discarded hint,
 	// followed by the reason: "discarded:malformed".
@@ -67,12 +77,17 @@ func hintValue(res kvhints.Result) string {
 	return HintNone
 }
 
-// report sets the properties of a body the filter decided. A discarded
+// report sets the properties of a body the filter decided, rule being the
+// index of the trusted_senders rule that matched (-1 for none). A discarded
 // envelope is explained (kvhints.Explain, a slow path that rewrites body
 // again with the plugin's Rewriter, so it comes after the rewritten body
 // has been handed to the host) in a property and in a debug log line.
-func (p *Plugin) report(res kvhints.Result, body []byte, policy kvhints.Policy) {
+func (p *Plugin) report(res kvhints.Result, body []byte, policy kvhints.Policy, rule int) {
 	p.setProperty(PropertyHint, hintValue(res))
+	p.setProperty(PropertySenderTrusted, strconv.FormatBool(policy.Trusted))
+	if rule >= 0 {
+		p.setProperty(PropertySenderRule, strconv.Itoa(rule))
+	}
 	if res.Reason != kvhints.ReasonNone {
 		p.setProperty(PropertyHintReason, res.Reason.String())
 	}

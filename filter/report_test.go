@@ -67,7 +67,7 @@ func TestReportDetailAndRefusedProperty(t *testing.T) {
 	}
 	h.fail["SetProperty"] = true
 	out = send(p, h, 3, "POST", "/v1/x", jsonCT, []byte(`{"kv_hints":null}`), modeLength)
-	if !out.forwarded || !strings.Contains(h.logs[len(h.logs)-1], "cannot set property kvgate.hint") {
+	if !out.forwarded || !strings.Contains(strings.Join(h.logs, "\n"), "cannot set property kvgate.hint:") {
 		t.Errorf("%+v %q", out, h.logs)
 	}
 }

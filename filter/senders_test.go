@@ -210,7 +210,7 @@ func BenchmarkSenderDecision(b *testing.B) {
 	rules := p.root(rootID).cfg.TrustedSenders
 	b.ReportAllocs()
 	for b.Loop() {
-		if ok, _ := p.senderTrusted(rules); !ok {
+		if rule, _ := p.senderRule(rules); rule < 0 {
 			b.Fatal("not trusted")
 		}
 	}

@@ -18,9 +18,11 @@ import (
 // sent, which requestID has checked.
 type accessInfo struct {
 	requestID string
-	// hint, hintReason and hintDetail are the filter's report, the
-	// properties it set (filter.PropertyHint...); nil when it set none.
+	// hint, hintReason, hintDetail, senderTrusted and senderRule are the
+	// filter's report, the properties it set (filter.PropertyHint...); nil
+	// when it set none.
 	hint, hintReason, hintDetail []byte
+	senderTrusted, senderRule    []byte
 	filterTime                   time.Duration
 	filtered                     bool // the filter ran (filterTime is set)
 }
@@ -85,11 +87,15 @@ func (a *accessInfo) noteFilter(d *host.Decision, took time.Duration) {
 	a.hint = d.Properties[filter.PropertyHint]
 	a.hintReason = d.Properties[filter.PropertyHintReason]
 	a.hintDetail = d.Properties[filter.PropertyHintDetail]
+	a.senderTrusted = d.Properties[filter.PropertySenderTrusted]
+	a.senderRule = d.Properties[filter.PropertySenderRule]
 }
 
 // addAttrs adds the access log attributes: request_id; hint, "-" when the
 // filter reported none (as Envoy prints a missing filter state);
-// hint_reason when one was counted; filter_ms when the filter ran; and,
+// hint_reason when one was counted; sender_trusted (true or false) with
+// the hint, and sender_rule, the index of the trusted_senders rule that
+// matched, when one did; filter_ms when the filter ran; and,
 // at debug level only, hint_detail, where and why a discarded envelope is
 // at fault.
 func (a *accessInfo) addAttrs(rec *slog.Record, debug bool) {
@@ -100,6 +106,12 @@ func (a *accessInfo) addAttrs(rec *slog.Record, debug bool) {
 	rec.AddAttrs(slog.String("request_id", a.requestID), slog.String("hint", hint))
 	if a.hintReason != nil {
 		rec.AddAttrs(slog.String("hint_reason", string(a.hintReason)))
+	}
+	if a.senderTrusted != nil {
+		rec.AddAttrs(slog.String("sender_trusted", string(a.senderTrusted)))
+	}
+	if a.senderRule != nil {
+		rec.AddAttrs(slog.String("sender_rule", string(a.senderRule)))
 	}
 	if a.filtered {
 		rec.AddAttrs(slog.Float64("filter_ms", float64(a.filterTime.Microseconds())/1000))

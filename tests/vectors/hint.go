@@ -11,7 +11,9 @@ func (c *Case) Hint() (hint, reason string) {
 		return "", ""
 	}
 	switch c.Expect.Outcome {
-	case "rejected":
+	case "uninspected": // a gRPC body passed as it came: nothing to report
+		return "", ""
+	case "rejected", "refused": // refused: a gRPC request under "grpc": "refuse"
 		return "rejected", ""
 	case "stripped", "admitted":
 		return c.Expect.Outcome, c.Expect.Reason
