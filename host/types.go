@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,9 +92,24 @@ type Request struct {
 	BodyWithheld bool
 	// Trailer holds request trailers, if any.
 	Trailer http.Header
-	// RemoteAddr and LocalAddr are "ip:port" of the downstream connection;
-	// they answer source.* and destination.* properties.
+	// RemoteAddr and LocalAddr are "ip:port" ("[ip]:port" for IPv6) of the
+	// downstream connection: the peer's and this end's. They answer the
+	// source.* and destination.* properties, as given (source.address is
+	// RemoteAddr); empty means absent. Give the connection's own peer,
+	// never an address a client wrote (X-Forwarded-For): source.address
+	// can decide trust (docs/spec.md, Trusted senders).
 	RemoteAddr, LocalAddr string
+	// TLS is the downstream connection's TLS state (http.Request.TLS);
+	// nil for plain text. It answers connection.mtls, one byte: 1 when
+	// the client presented a certificate whose chain was verified
+	// (VerifiedChains not empty), else 0, also for plain text; and, only
+	// then, connection.uri_san_peer_certificate and
+	// connection.dns_san_peer_certificate: the first URI SAN and the first
+	// DNS SAN of that certificate, its raw bytes, absent when it has none.
+	// These are Envoy's names and encoding; the host does not verify
+	// anything itself, so a caller must put here only what its TLS stack
+	// verified against the CA it trusts for clients.
+	TLS *tls.ConnectionState
 }
 
 // LocalReply is a response the guest sent itself (proxy_send_local_response).
