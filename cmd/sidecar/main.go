@@ -47,6 +47,7 @@ type config struct {
 	IdleTimeout             time.Duration
 	MaxConnections          int
 	LogFlush                time.Duration
+	TLS                     *tlsFiles     // nil: plain text on -listen (tls.go)
 }
 
 func main() {
@@ -84,6 +85,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.FilterPath, "filter", "", "path to a proxy-wasm filter module; empty: the embedded kvgate.wasm")
 	filterConfig := fs.String("filter-config", "", "filter configuration: JSON, or @file (e.g. {\"max_depth\":128,\"exclude_paths\":[\"/healthz\"]})")
 	trust := fs.Bool("trust-kv-hints", false, "admit kv_hints from clients (also TRTLLM_TRUST_KV_HINTS=1); default: remove them")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve TLS on -listen with; re-read when it changes. Needs -tls-key")
+	tlsKey := fs.String("tls-key", "", "PEM private key of -tls-cert")
+	clientCA := fs.String("client-ca", "", "PEM CA certificates that verify client certificates on the TLS listener, when presented (a client without one is served as an untrusted sender); the identity trusted_senders rules match")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", filter.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filter.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
 	fs.IntVar(&cfg.PoolSize, "pool-size", 0, "wasm filter instances (0: GOMAXPROCS)")
 	defCache := ""
@@ -137,6 +141,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if cfg.MaxConnections <= 0 {
 		return nil, fmt.Errorf("-max-connections %d: must be positive", cfg.MaxConnections)
+	}
+	var err error
+	if cfg.TLS, err = loadTLS(*tlsCert, *tlsKey, *clientCA); err != nil {
+		return nil, err
 	}
 	if cfg.FilterPath != "" {
 		b, err := os.ReadFile(cfg.FilterPath)
@@ -239,6 +247,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 	defer s.close()
 
 	apiLn = s.limitConnections(apiLn, cfg.MaxConnections)
+	if cfg.TLS != nil {
+		apiLn = cfg.TLS.listener(apiLn, log)
+	}
 	api := s.apiServer(cfg)
 	admin := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
