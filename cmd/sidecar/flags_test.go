@@ -59,6 +59,7 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 	_, otherKey, _ := other.Write(dir, "other")
 	caFile, _ := ca.Write(dir, "ca")
 	emptyFile := write("empty.pem", "\n")
+	senders := `{"trusted_senders":[{"principal":"spiffe://cluster.local/ns/llm/sa/router"}]}`
 
 	for _, c := range []struct {
 		args    []string
@@ -93,6 +94,7 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 		{args: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", key}, code: 2, want: []string{"-client-ca " + key + `: PEM block 1 is a "PRIVATE KEY"`}},
 		{args: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", emptyFile}, code: 2, want: []string{"-client-ca " + emptyFile + ": no certificate"}},
 		{args: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", filepath.Join(dir, "missing-ca.crt")}, code: 2, want: []string{"-client-ca:", "missing-ca.crt"}},
+		{args: []string{"-filter-config", senders, "-trust-kv-hints"}, code: 2, want: []string{"-trust-kv-hints: cannot be combined with trusted_senders"}},
 		{args: []string{"-listen", inUse}, code: 1, want: []string{"-listen " + inUse + ":", "address already in use"}},
 		{args: []string{"-admin", inUse}, code: 1, want: []string{"-admin " + inUse + ":", "address already in use"}},
 		{args: []string{"-cache-dir", filepath.Join(plainFile, "cache")}, code: 1, want: []string{"-cache-dir:"}},
