@@ -6,19 +6,8 @@ import (
 	"encoding/asn1"
 )
 
-// The connection properties that identify a sender, in Envoy's encoding
-// (docs/spec.md, Trusted senders, "The inputs"):
-//
-//	connection.mtls                      one byte: 1 when Request.TLS holds a client
-//	                                     certificate with a verified chain, else 0
-//	                                     (also for plain text: Request.TLS nil)
-//	connection.uri_san_peer_certificate  the first URI SAN of that certificate, raw
-//	connection.dns_san_peer_certificate  the first DNS SAN of that certificate, raw
-//	source.address                       Request.RemoteAddr as given
-//
-// The two SANs are absent (NotFound) without a verified certificate, and
-// when the certificate has no SAN of that kind. A certificate the caller's
-// TLS stack did not verify (tls.RequestClientCert, say) counts as none.
+// The sender's connection properties (see the package documentation):
+// connection.mtls and the first SANs of a verified client certificate.
 
 // verifiedPeer returns the client's certificate when the TLS handshake
 // verified its chain, else nil.

@@ -100,15 +100,12 @@ type Request struct {
 	// can decide trust (docs/spec.md, Trusted senders).
 	RemoteAddr, LocalAddr string
 	// TLS is the downstream connection's TLS state (http.Request.TLS);
-	// nil for plain text. It answers connection.mtls, one byte: 1 when
-	// the client presented a certificate whose chain was verified
-	// (VerifiedChains not empty), else 0, also for plain text; and, only
-	// then, connection.uri_san_peer_certificate and
-	// connection.dns_san_peer_certificate: the first URI SAN and the first
-	// DNS SAN of that certificate, its raw bytes, absent when it has none.
-	// These are Envoy's names and encoding; the host does not verify
-	// anything itself, so a caller must put here only what its TLS stack
-	// verified against the CA it trusts for clients.
+	// nil for plain text. It answers connection.mtls and the first URI and
+	// DNS SANs of the client's certificate, counted only when its chain
+	// was verified (VerifiedChains not empty); see Properties in the
+	// package documentation. The host verifies nothing itself: put here
+	// only what the caller's TLS stack verified against the CA it trusts
+	// for clients.
 	TLS *tls.ConnectionState
 }
 
