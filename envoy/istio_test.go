@@ -256,6 +256,11 @@ func TestIstioManifests(t *testing.T) {
 			if len(pa.GetPortLevelMtls()) != 0 {
 				t.Errorf("%s: port-level exceptions %v", where, pa.GetPortLevelMtls())
 			}
+		case "AuthorizationPolicy":
+			checkTop(t, o, "security.istio.io/v1")
+			var ap security.AuthorizationPolicy
+			strict(t, where, o.doc["spec"], &ap)
+			checkWorkerPolicy(t, where, &ap)
 		case "ConfigMap":
 			checkTop(t, o, "v1")
 			_ = istioBootstrapFragment(t) // checked in TestStatsTagsFollowMetricname
@@ -286,9 +291,47 @@ func TestIstioManifests(t *testing.T) {
 			t.Errorf("%s: unexpected kind %q", o.file, o.kind)
 		}
 	}
-	for _, k := range []string{"wasmplugin.yaml WasmPlugin", "wasmplugin.yaml EnvoyFilter", "envoyfilter.yaml EnvoyFilter", "stats.yaml ConfigMap", "worker-annotations.yaml ", "peerauthentication.yaml PeerAuthentication"} {
+	for _, k := range []string{"wasmplugin.yaml WasmPlugin", "wasmplugin.yaml EnvoyFilter", "envoyfilter.yaml EnvoyFilter", "stats.yaml ConfigMap", "worker-annotations.yaml ", "peerauthentication.yaml PeerAuthentication", "authorizationpolicy.yaml AuthorizationPolicy"} {
 		if kinds[k] != 1 {
 			t.Errorf("want exactly one %q, have %d", k, kinds[k])
+		}
+	}
+}
+
+// checkWorkerPolicy checks the AuthorizationPolicy that keeps the worker
+// reachable only through kvgate: it allows (and so refuses everything
+// else) on the worker pods; each rule needs a caller with a mutual-TLS
+// identity, and allows only HTTP, through an HTTP-only field (paths,
+// methods or hosts), because Istio drops such a rule on a TCP filter
+// chain, where no HTTP filter, kvgate included, would run.
+func checkWorkerPolicy(t *testing.T, where string, ap *security.AuthorizationPolicy) {
+	t.Helper()
+	if ap.GetAction() != security.AuthorizationPolicy_ALLOW {
+		t.Errorf("%s: action %v, want ALLOW", where, ap.GetAction())
+	}
+	if ap.GetSelector().GetMatchLabels()["app"] != "llm-worker" {
+		t.Errorf("%s: selector %v, want the worker pods (app: llm-worker)", where, ap.GetSelector())
+	}
+	if len(ap.GetRules()) == 0 {
+		t.Errorf("%s: no rules: an ALLOW policy without rules refuses everything", where)
+	}
+	for i, r := range ap.GetRules() {
+		if len(r.GetFrom()) == 0 || len(r.GetTo()) == 0 {
+			t.Errorf("%s: rule %d needs both from and to", where, i)
+		}
+		for _, f := range r.GetFrom() {
+			if len(f.GetSource().GetPrincipals()) == 0 {
+				t.Errorf("%s: rule %d admits callers without a mutual-TLS identity (no principals)", where, i)
+			}
+		}
+		for _, to := range r.GetTo() {
+			op := to.GetOperation()
+			if len(op.GetPaths())+len(op.GetMethods())+len(op.GetHosts()) == 0 {
+				t.Errorf("%s: rule %d has no HTTP-only field: it would also allow TCP, past every HTTP filter", where, i)
+			}
+			if len(op.GetPorts()) == 0 {
+				t.Errorf("%s: rule %d names no port", where, i)
+			}
 		}
 	}
 }
@@ -305,6 +348,8 @@ func TestIstioTypoFails(t *testing.T) {
 		{&meshconfig.ProxyConfig{}, `{"proxyStatsMatcher":{"inclusionPrefix":["x"]}}`},
 		{&security.PeerAuthentication{}, `{"mtls":{"mode":"STRICTT"}}`},
 		{&security.PeerAuthentication{}, `{"mTLS":{"mode":"STRICT"}}`},
+		{&security.AuthorizationPolicy{}, `{"action":"ALLOWW"}`},
+		{&security.AuthorizationPolicy{}, `{"rules":[{"to":[{"operation":{"path":["*"]}}]}]}`},
 	} {
 		if err := (protojson.UnmarshalOptions{}).Unmarshal([]byte(c.spec), c.m); err == nil {
 			t.Errorf("%T accepted %s", c.m, c.spec)

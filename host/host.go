@@ -15,6 +15,28 @@
 // function tables share (internal/hostcall), and the module rewrite that
 // lets a call be stopped on time (internal/instrument). The ABI is
 // documented in package proxywasm.
+//
+// # Properties
+//
+// proxy_get_property answers, in Envoy's names and encoding (strings as
+// their raw bytes, integers as 8-byte little-endian), the request's
+// request.*, source.* and destination.* properties from Request, and these
+// four that identify the sender (docs/spec.md, Trusted senders):
+//
+//	property                             value                                    absent when
+//	connection.mtls                      one byte: 01 when Request.TLS holds a    never (00 also for plain
+//	                                     client certificate whose chain was       text, Request.TLS nil)
+//	                                     verified, else 00
+//	connection.uri_san_peer_certificate  the first URI SAN of that certificate,   no verified certificate,
+//	                                     its raw bytes                            or it has no URI SAN
+//	connection.dns_san_peer_certificate  the first DNS SAN of that certificate    no verified certificate,
+//	                                                                              or it has no DNS SAN
+//	source.address                       Request.RemoteAddr: "ip:port",           RemoteAddr is empty
+//	                                     "[ip]:port" for IPv6
+//
+// A certificate that was presented but not verified (tls.RequestClientCert)
+// counts as none. The host verifies nothing itself: Request.TLS and
+// RemoteAddr must come from the connection, never from a header.
 package host
 
 import (

@@ -49,6 +49,12 @@ func (rp *requestProps) Property(key string) ([]byte, bool) {
 		return propInt(int64(len(r.Body))), true
 	case "source.address":
 		return addrProp(r.RemoteAddr)
+	case "connection.mtls":
+		return mtlsProp(r.TLS), true
+	case "connection.uri_san_peer_certificate":
+		return sanProp(r.TLS, sanURI)
+	case "connection.dns_san_peer_certificate":
+		return sanProp(r.TLS, sanDNS)
 	case "source.port":
 		return portProp(r.RemoteAddr)
 	case "destination.address":

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,9 +97,21 @@ type Request struct {
 	BodyWithheld bool
 	// Trailer holds request trailers, if any.
 	Trailer http.Header
-	// RemoteAddr and LocalAddr are "ip:port" of the downstream connection;
-	// they answer source.* and destination.* properties.
+	// RemoteAddr and LocalAddr are "ip:port" ("[ip]:port" for IPv6) of the
+	// downstream connection: the peer's and this end's. They answer the
+	// source.* and destination.* properties, as given (source.address is
+	// RemoteAddr); empty means absent. Give the connection's own peer,
+	// never an address a client wrote (X-Forwarded-For): source.address
+	// can decide trust (docs/spec.md, Trusted senders).
 	RemoteAddr, LocalAddr string
+	// TLS is the downstream connection's TLS state (http.Request.TLS);
+	// nil for plain text. It answers connection.mtls and the first URI and
+	// DNS SANs of the client's certificate, counted only when its chain
+	// was verified (VerifiedChains not empty); see Properties in the
+	// package documentation. The host verifies nothing itself: put here
+	// only what the caller's TLS stack verified against the CA it trusts
+	// for clients.
+	TLS *tls.ConnectionState
 }
 
 // LocalReply is a response the guest sent itself (proxy_send_local_response).

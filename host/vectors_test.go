@@ -1,7 +1,10 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvgate/kvgate/host"
+	"github.com/kvgate/kvgate/tests/pki"
 	"github.com/kvgate/kvgate/tests/vectors"
 	"github.com/kvgate/kvgate/wasm"
 )
@@ -19,12 +23,17 @@ import (
 // hostRunner runs conformance cases through the compiled module on this
 // package's wazero host, in process: one Host per plugin configuration,
 // the body in one piece with a Content-Length, as the sidecar hands it
-// over. The counters are read from the Prometheus collector the Host
+// over, and a case's sender as the TLS state and remote address of its
+// connection. The counters are read from the Prometheus collector the Host
 // registers.
 type hostRunner struct {
 	cache string
 	h     *host.Host
 	reg   *prometheus.Registry
+	// ca issues the client certificates that carry a case's SANs; leaves
+	// caches them by SANs.
+	ca     *pki.CA
+	leaves map[[2]string]*x509.Certificate
 }
 
 func (*hostRunner) Observes() vectors.Observes { return vectors.ObservesReply }
@@ -59,10 +68,16 @@ func (r *hostRunner) Send(c *vectors.Case) (vectors.Result, error) {
 		hdr.Set(k, v)
 	}
 	hdr.Set("Content-Length", strconv.Itoa(len(c.Request.Body)))
-	d, err := r.h.Filter(context.Background(), &host.Request{
+	req := &host.Request{
 		Method: c.Request.Method, Path: c.Request.Path, Authority: "worker", Protocol: "HTTP/1.1",
 		Header: hdr, Body: c.Request.Body, RemoteAddr: "127.0.0.1:40000", LocalAddr: "127.0.0.1:8080",
-	})
+	}
+	if c.Sender != nil {
+		if err := r.sender(req, c.Sender); err != nil {
+			return vectors.Result{}, err
+		}
+	}
+	d, err := r.h.Filter(context.Background(), req)
 	if err != nil {
 		return vectors.Result{}, err
 	}
@@ -74,6 +89,65 @@ func (r *hostRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	}
 	return vectors.Result{Forwarded: true, Body: d.Body}, nil
 }
+
+// sender gives req the connection a case's sender has: its source
+// address, and a TLS state with a verified client certificate carrying the
+// case's SANs (mtls true) or without one (mtls false). It then checks that
+// the host answers each of the four properties exactly as the case says.
+func (r *hostRunner) sender(req *host.Request, s *vectors.Sender) error {
+	req.RemoteAddr = ""
+	if s.SourceAddress != nil {
+		req.RemoteAddr = *s.SourceAddress
+	}
+	req.TLS = &tls.ConnectionState{HandshakeComplete: true}
+	if s.MTLS != nil && *s.MTLS {
+		var uris, dns []string
+		var key [2]string
+		if s.URISAN != nil {
+			uris, key[0] = []string{*s.URISAN}, *s.URISAN
+		}
+		if s.DNSSAN != nil {
+			dns, key[1] = []string{*s.DNSSAN}, *s.DNSSAN
+		}
+		leaf := r.leaves[key]
+		if leaf == nil {
+			if r.ca == nil {
+				ca, err := pki.NewCA("vectors CA")
+				if err != nil {
+					return err
+				}
+				r.ca, r.leaves = ca, map[[2]string]*x509.Certificate{}
+			}
+			l, err := r.ca.Client(uris, dns)
+			if err != nil {
+				return err
+			}
+			leaf = l.TLS.Leaf
+			r.leaves[key] = leaf
+		}
+		req.TLS.PeerCertificates = []*x509.Certificate{leaf}
+		req.TLS.VerifiedChains = [][]*x509.Certificate{{leaf}}
+	}
+	for _, name := range vectors.SenderProperties {
+		got, gotOK := host.RequestProperty(req, name)
+		want, wantOK := s.Property(name)
+		if gotOK != wantOK || !bytes.Equal(got, want) {
+			return fmt.Errorf("the host would answer %s = %q (present %v), the case says %q (present %v)", name, got, gotOK, want, wantOK)
+		}
+	}
+	return nil
+}
+
+// The sender properties no TLS stack gives, which this runner leaves out.
+var (
+	mtlsAbsent = vectors.Skip("the host always answers connection.mtls (0 or 1, as Envoy does); it cannot leave it absent",
+		func(c *vectors.Case) bool { return c.Sender != nil && c.Sender.MTLS == nil })
+	unverifiedSAN = vectors.Skip("the host gives a certificate's SANs only with a verified chain, which makes connection.mtls 1",
+		func(c *vectors.Case) bool {
+			s := c.Sender
+			return s != nil && s.MTLS != nil && !*s.MTLS && (s.URISAN != nil || s.DNSSAN != nil)
+		})
+)
 
 func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 	families, err := r.reg.Gather()
@@ -102,6 +176,7 @@ func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 // TestVectors runs every conformance case through the compiled module on
 // the wazero host.
 func TestVectors(t *testing.T) {
-	vectors.Run(t, &hostRunner{}, vectors.Skip("this runner does not yet hand a sender's properties to the host",
-		func(c *vectors.Case) bool { return c.Sender != nil }))
+	// A sender's properties come from a TLS state and a remote address, as
+	// the sidecar hands them over.
+	vectors.Run(t, &hostRunner{}, mtlsAbsent, unverifiedSAN)
 }

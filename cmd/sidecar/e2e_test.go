@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/tests/pki"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
@@ -69,9 +72,17 @@ func (b *syncBuffer) String() string {
 // stderr.
 func startBinaryProc(t testing.TB, args ...string) *sidecarProc {
 	t.Helper()
+	return startBinaryEnv(t, nil, args...)
+}
+
+// startBinaryEnv is startBinaryProc with env ("KEY=value") added to the
+// environment.
+func startBinaryEnv(t testing.TB, env []string, args ...string) *sidecarProc {
+	t.Helper()
 	bin, _ := artifacts(t)
 	api, admin := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t), "-upstream", "echo"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -96,12 +107,25 @@ func startBinaryProc(t testing.TB, args ...string) *sidecarProc {
 
 // binaryRunner sends conformance cases through the real sidecar binary, one
 // process per plugin configuration, in front of a recording worker, over
-// HTTP with Content-Length. It reads the counters from /metrics.
+// HTTP with Content-Length. It reads the counters from /metrics. A
+// configuration with trusted_senders is served over TLS with -client-ca,
+// and each case's sender connects with a client certificate that carries
+// the case's SANs (or none), from loopback.
 type binaryRunner struct {
 	worker     string // the recording worker's URL
 	rec        *recorder
 	client     *http.Client
 	api, admin string // the sidecar serving the current configuration
+	tls        *senderPKI
+	scheme     string // of the current sidecar
+}
+
+// senderPKI is the CA and server certificate of the runner's TLS sidecars,
+// and the client certificates it made, by SANs.
+type senderPKI struct {
+	ca     *pki.CA
+	files  []string // -tls-cert … -client-ca flags
+	leaves map[[2]string]*pki.Leaf
 }
 
 func (*binaryRunner) Observes() vectors.Observes {
@@ -109,19 +133,106 @@ func (*binaryRunner) Observes() vectors.Observes {
 }
 
 func (r *binaryRunner) Configure(t testing.TB, conf string) {
-	r.api, r.admin = startBinary(t, "-upstream", r.worker, "-filter-config", conf, "-pool-size", "2")
+	args := []string{"-upstream", r.worker, "-filter-config", conf, "-pool-size", "2"}
+	r.scheme = "http"
+	if fc, err := filter.ParseConfig([]byte(conf)); err == nil && fc.TrustedSenders != nil {
+		if r.tls == nil {
+			r.tls = newSenderPKI(t)
+		}
+		args, r.scheme = append(args, r.tls.files...), "https"
+	}
+	r.api, r.admin = startBinary(t, args...)
+}
+
+func newSenderPKI(t testing.TB) *senderPKI {
+	t.Helper()
+	ca, err := pki.NewCA("vectors CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Server("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, key, err := server.Write(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.Write(dir, "client-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &senderPKI{ca: ca, files: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", caFile}, leaves: map[[2]string]*pki.Leaf{}}
+}
+
+// client returns a client whose one connection is the sender's: with a
+// certificate carrying its URI and DNS SANs when its mtls is true.
+func (p *senderPKI) client(s *vectors.Sender) (*http.Client, error) {
+	cfg := &tls.Config{RootCAs: p.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	if *s.MTLS {
+		var uris, dns []string
+		var key [2]string
+		if s.URISAN != nil {
+			uris, key[0] = []string{*s.URISAN}, *s.URISAN
+		}
+		if s.DNSSAN != nil {
+			dns, key[1] = []string{*s.DNSSAN}, *s.DNSSAN
+		}
+		leaf := p.leaves[key]
+		if leaf == nil {
+			var err error
+			if leaf, err = p.ca.Client(uris, dns); err != nil {
+				return nil, err
+			}
+			p.leaves[key] = leaf
+		}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &leaf.TLS, nil }
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}, nil
+}
+
+// The sender cases the binary runner cannot produce over a real connection
+// from loopback, each for its reason. Those it runs connect from
+// 127.0.0.1: the source port is the client's own, not the case's, and no
+// rule reads ports.
+var binarySenderSkips = []vectors.Option{
+	vectors.Skip("the sidecar always supplies connection.mtls (0 or 1); it cannot be absent",
+		func(c *vectors.Case) bool { return c.Sender != nil && c.Sender.MTLS == nil }),
+	vectors.Skip("SANs reach the filter only from a verified certificate (mtls 1); an unverified one fails the handshake",
+		func(c *vectors.Case) bool {
+			s := c.Sender
+			return s != nil && !*s.MTLS && (s.URISAN != nil || s.DNSSAN != nil)
+		}),
+	vectors.Skip("the sidecar always supplies source.address, the connection's peer",
+		func(c *vectors.Case) bool { return c.Sender != nil && c.Sender.SourceAddress == nil }),
+	vectors.Skip("the case's source address is not 127.0.0.1, where the test's connections come from",
+		func(c *vectors.Case) bool {
+			s := c.Sender
+			if s == nil {
+				return false
+			}
+			host, _, err := net.SplitHostPort(*s.SourceAddress)
+			return err != nil || host != "127.0.0.1"
+		}),
 }
 
 func (r *binaryRunner) Send(c *vectors.Case) (vectors.Result, error) {
-	req, err := http.NewRequest(c.Request.Method, "http://"+r.api+c.Request.Path, bytes.NewReader(c.Request.Body))
+	req, err := http.NewRequest(c.Request.Method, r.scheme+"://"+r.api+c.Request.Path, bytes.NewReader(c.Request.Body))
 	if err != nil {
 		return vectors.Result{}, err
 	}
 	for h, v := range c.Request.Headers {
 		req.Header.Set(h, v)
 	}
+	client := r.client
+	if c.Sender != nil {
+		if client, err = r.tls.client(c.Sender); err != nil {
+			return vectors.Result{}, err
+		}
+	}
 	hits := r.rec.hits.Load()
-	resp, err := r.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return vectors.Result{}, err
 	}
@@ -165,8 +276,7 @@ func TestVectorsThroughBinary(t *testing.T) {
 	// one JSON line per vector, for the Python oracle.
 	var lines bytes.Buffer
 	vectors.Run(t, &binaryRunner{worker: worker.URL, rec: rec, client: &http.Client{Timeout: 30 * time.Second}},
-		vectors.Oracle(&lines), vectors.Skip("the sidecar does not yet take a sender's identity from its own TLS listener",
-			func(c *vectors.Case) bool { return c.Sender != nil }))
+		append([]vectors.Option{vectors.Oracle(&lines)}, binarySenderSkips...)...)
 
 	// The Python oracle reads every forwarded body with json.loads, as the
 	// worker does.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/tests/pki"
 )
 
 // compileMark is the start-up log line written just before the module is
@@ -43,6 +45,20 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 	}
 	defer busy.Close()
 	inUse := busy.Addr().String()
+	ca, err := pki.NewCA("flags CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, _ := ca.Server("127.0.0.1")
+	other, _ := ca.Server("127.0.0.1")
+	cert, key, err := server.Write(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherKey, _ := other.Write(dir, "other")
+	caFile, _ := ca.Write(dir, "ca")
+	emptyFile := write("empty.pem", "\n")
+	senders := `{"trusted_senders":[{"principal":"spiffe://cluster.local/ns/llm/sa/router"}]}`
 
 	for _, c := range []struct {
 		args    []string
@@ -69,6 +85,17 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 		{args: []string{"-log-flush", "-1s"}, code: 2, want: []string{"-log-flush -1s:"}},
 		{args: []string{"-filter", filepath.Join(dir, "missing.wasm")}, code: 2, want: []string{"-filter:", "missing.wasm"}},
 		{args: []string{"-filter", notWasm}, code: 2, want: []string{"-filter " + notWasm + ": not a WebAssembly"}},
+		{args: []string{"-client-ca", caFile}, code: 2, want: []string{"-client-ca: needs -tls-cert and -tls-key"}},
+		{args: []string{"-tls-cert", cert}, code: 2, want: []string{"-tls-cert: needs -tls-key"}},
+		{args: []string{"-tls-key", key, "-client-ca", caFile}, code: 2, want: []string{"-tls-key: needs -tls-cert"}},
+		{args: []string{"-tls-cert", filepath.Join(dir, "missing.crt"), "-tls-key", key}, code: 2, want: []string{"-tls-cert:", "missing.crt", "no such file"}},
+		{args: []string{"-tls-cert", cert, "-tls-key", filepath.Join(dir, "missing.key")}, code: 2, want: []string{"-tls-key:", "missing.key"}},
+		{args: []string{"-tls-cert", key, "-tls-key", key}, code: 2, want: []string{"-tls-cert " + key + `: PEM block 1 is a "PRIVATE KEY", not a CERTIFICATE`}},
+		{args: []string{"-tls-cert", cert, "-tls-key", otherKey}, code: 2, want: []string{"-tls-key " + otherKey + ":", "private key does not match public key"}},
+		{args: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", key}, code: 2, want: []string{"-client-ca " + key + `: PEM block 1 is a "PRIVATE KEY"`}},
+		{args: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", emptyFile}, code: 2, want: []string{"-client-ca " + emptyFile + ": no certificate"}},
+		{args: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", filepath.Join(dir, "missing-ca.crt")}, code: 2, want: []string{"-client-ca:", "missing-ca.crt"}},
+		{args: []string{"-filter-config", senders, "-trust-kv-hints"}, code: 2, want: []string{"-trust-kv-hints: cannot be combined with trusted_senders"}},
 		{args: []string{"-listen", inUse}, code: 1, want: []string{"-listen " + inUse + ":", "address already in use"}},
 		{args: []string{"-admin", inUse}, code: 1, want: []string{"-admin " + inUse + ":", "address already in use"}},
 		{args: []string{"-filter", badWasm}, code: 1, want: []string{"-filter " + badWasm + ":"}, compile: true},

@@ -55,6 +55,8 @@ type config struct {
 	NoDefaultCache error
 	ShutdownDelay  time.Duration
 	LogLevel       slog.Level
+	TLS            *tlsFiles     // nil: plain text on -listen (tls.go)
+	Trust          trustDecision // how trust_kv_hints was decided (trust.go)
 }
 
 func main() {
@@ -95,7 +97,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.Admin, "admin", "127.0.0.1:9090", "address for /metrics, /healthz and /readyz")
 	fs.StringVar(&cfg.FilterPath, "filter", "", "path to a proxy-wasm filter module; empty: the embedded kvgate.wasm")
 	filterConfig := fs.String("filter-config", "", "filter configuration: JSON, or @file (e.g. {\"max_depth\":128,\"exclude_paths\":[\"/healthz\"]})")
-	trust := fs.Bool("trust-kv-hints", false, "admit kv_hints from clients (also TRTLLM_TRUST_KV_HINTS=1); default: remove them")
+	trust := fs.Bool("trust-kv-hints", false, "admit kv_hints from every client (also TRTLLM_TRUST_KV_HINTS=1; -trust-kv-hints=false wins over it); default: remove them, except from trusted_senders in -filter-config")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve TLS on -listen with; re-read when it changes. Needs -tls-key")
+	tlsKey := fs.String("tls-key", "", "PEM private key of -tls-cert")
+	clientCA := fs.String("client-ca", "", "PEM CA certificates that verify client certificates on the TLS listener, when presented (a client without one is served as an untrusted sender); the identity trusted_senders rules match")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", filter.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filter.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
 	fs.IntVar(&cfg.PoolSize, "pool-size", 0, "wasm filter instances (0: GOMAXPROCS)")
 	defCache, noDefCache := defaultCacheDir()
@@ -161,6 +166,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if cfg.MaxConnections <= 0 {
 		return nil, fmt.Errorf("-max-connections %d: must be positive", cfg.MaxConnections)
 	}
+	var err error
+	if cfg.TLS, err = loadTLS(*tlsCert, *tlsKey, *clientCA); err != nil {
+		return nil, err
+	}
 	if cfg.FilterPath != "" {
 		b, err := os.ReadFile(cfg.FilterPath)
 		if err != nil {
@@ -175,8 +184,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 
 	// The plugin configuration: -filter-config, read as the guest reads
-	// it (duplicate or unknown members are errors), with -trust-kv-hints
-	// (or TRTLLM_TRUST_KV_HINTS=1) and -max-body-bytes laid over it.
+	// it (duplicate or unknown members are errors), with trust decided
+	// (decideTrust: -trust-kv-hints, the document, TRTLLM_TRUST_KV_HINTS=1)
+	// and -max-body-bytes laid over it.
 	doc, name := []byte(*filterConfig), "-filter-config"
 	if file, ok := strings.CutPrefix(*filterConfig, "@"); ok {
 		b, err := os.ReadFile(file)
@@ -189,12 +199,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	envTrust := getenv("TRTLLM_TRUST_KV_HINTS")
-	switch {
-	case *trust || envTrust == "1" || strings.EqualFold(envTrust, "true"):
-		fc.TrustKVHints = true
-	case set["trust-kv-hints"]:
-		fc.TrustKVHints = false
+	if cfg.Trust, err = decideTrust(&fc, doc, set["trust-kv-hints"], *trust, getenv("TRTLLM_TRUST_KV_HINTS")); err != nil {
+		return nil, err
 	}
 	if set["max-body-bytes"] {
 		fc.MaxBodyBytes = int(cfg.MaxBodyBytes)
@@ -263,6 +269,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		upstream = "http://" + echo.Addr
 		log.Info("-upstream echo: using the built-in echo worker, which answers with what it received", "upstream", upstream)
 	}
+	logTrust(log, cfg)
 	log.Info("compiling the filter module", "filter", filterName(cfg), "cache_dir", cfg.CacheDir)
 	s, err := newServer(ctx, cfg, upstream, log)
 	if err != nil {
@@ -274,6 +281,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 	defer s.close()
 
 	apiLn = s.limitConnections(apiLn, cfg.MaxConnections)
+	if cfg.TLS != nil {
+		apiLn = cfg.TLS.listener(apiLn, log)
+	}
 	api := s.apiServer(cfg)
 	admin := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)

@@ -270,9 +270,15 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	// released by it).
 	var changed *bodyBuf
 	defer func() { changed.release() }()
+	// A client's x-forwarded-client-cert is removed before the filter and
+	// never forwarded, as Envoy's forward_client_cert_details: SANITIZE
+	// does: identity comes from this connection's TLS state (r.TLS, with
+	// the peer's verified certificate) and r.RemoteAddr, never a header.
+	delete(r.Header, "X-Forwarded-Client-Cert")
 	req := &host.Request{
 		Method: r.Method, Path: target, Authority: r.Host, Protocol: r.Proto,
 		Header: r.Header, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
+		TLS: r.TLS,
 	}
 	if r.TLS != nil {
 		req.Scheme = "https"

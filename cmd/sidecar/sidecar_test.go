@@ -199,28 +199,76 @@ func TestFlags(t *testing.T) {
 	with := func(f func(*filter.Config)) filter.Config { c := def; f(&c); return c }
 	f := filepath.Join(t.TempDir(), "c.json")
 	_ = os.WriteFile(f, []byte(`{"max_depth":64,"max_body_bytes":1000}`), 0o600)
+	senders := `{"trusted_senders":[{"principal":"spiffe://cluster.local/ns/llm/sa/router"}]}`
+	withSenders := func(trust bool) filter.Config {
+		c, err := filter.ParseConfig([]byte(senders))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.TrustKVHints = trust
+		return c
+	}
+	trusted := with(func(c *filter.Config) { c.TrustKVHints = true })
 	for _, c := range []struct {
-		args []string
-		env  string
-		want filter.Config
+		args   []string
+		env    string
+		want   filter.Config
+		source string // trust_source in the start-up log
+		warn   bool   // the environment was set but did not decide
 	}{
-		{nil, "1", with(func(c *filter.Config) { c.TrustKVHints = true })},
-		{nil, "TRUE", with(func(c *filter.Config) { c.TrustKVHints = true })},
-		{nil, "0", def},
-		{[]string{"-trust-kv-hints=false"}, "1", with(func(c *filter.Config) { c.TrustKVHints = true })},
-		{[]string{"-filter-config", `{"trust_kv_hints":true}`, "-trust-kv-hints=false"}, "", def},
-		{[]string{"-filter-config", `{"trust_kv_hints":true}`}, "", with(func(c *filter.Config) { c.TrustKVHints = true })},
+		{nil, "", def, "default", false},
+		{nil, "1", trusted, "env TRTLLM_TRUST_KV_HINTS", false},
+		// Only the value 1 turns trust on, as in the worker.
+		{nil, "TRUE", def, "default", true},
+		{nil, "true", def, "default", true},
+		{nil, "yes", def, "default", true},
+		{nil, " 1", def, "default", true},
+		{nil, "0", def, "default", false},
+		// An explicit false always wins over the environment.
+		{[]string{"-trust-kv-hints=false"}, "1", def, "flag", true},
+		{[]string{"-filter-config", `{"trust_kv_hints":false}`}, "1", def, "filter-config", true},
+		{[]string{"-filter-config", `{"trust_kv_hints":true}`, "-trust-kv-hints=false"}, "1", def, "flag", true},
+		{[]string{"-filter-config", `{"trust_kv_hints":true}`}, "", trusted, "filter-config", false},
+		{[]string{"-filter-config", `{"trust_kv_hints":false}`, "-trust-kv-hints"}, "", trusted, "flag", false},
+		{[]string{"-trust-kv-hints"}, "", trusted, "flag", false},
+		// trusted_senders is explicit: the prototype switch in the
+		// environment does not widen it to every sender.
+		{[]string{"-filter-config", senders}, "1", withSenders(false), "filter-config", true},
+		{[]string{"-filter-config", senders}, "", withSenders(false), "filter-config", false},
+		{[]string{"-filter-config", senders, "-trust-kv-hints=false"}, "1", withSenders(false), "flag", true},
 		{[]string{"-filter-config", "@" + f, "-trust-kv-hints"}, "",
-			with(func(c *filter.Config) { c.MaxDepth, c.MaxBodyBytes, c.TrustKVHints = 64, 1000, true })},
+			with(func(c *filter.Config) { c.MaxDepth, c.MaxBodyBytes, c.TrustKVHints = 64, 1000, true }), "flag", false},
 		{[]string{"-filter-config", "@" + f, "-max-body-bytes", "2000"}, "",
-			with(func(c *filter.Config) { c.MaxDepth, c.MaxBodyBytes = 64, 2000 })},
-		{[]string{"-max-body-bytes", "77"}, "", with(func(c *filter.Config) { c.MaxBodyBytes = 77 })},
-		{[]string{"-max-body-bytes", strconv.Itoa(filter.MaxMaxBodyBytes)}, "", with(func(c *filter.Config) { c.MaxBodyBytes = filter.MaxMaxBodyBytes })},
+			with(func(c *filter.Config) { c.MaxDepth, c.MaxBodyBytes = 64, 2000 }), "default", false},
+		{[]string{"-max-body-bytes", "77"}, "", with(func(c *filter.Config) { c.MaxBodyBytes = 77 }), "default", false},
+		{[]string{"-max-body-bytes", strconv.Itoa(filter.MaxMaxBodyBytes)}, "", with(func(c *filter.Config) { c.MaxBodyBytes = filter.MaxMaxBodyBytes }), "default", false},
 	} {
 		cfg, err := parseFlags(c.args, env(c.env), io.Discard)
-		if err != nil || !reflect.DeepEqual(cfg.Filter, c.want) || cfg.MaxBodyBytes != int64(c.want.MaxBodyBytes) {
-			t.Errorf("%q env %q: %+v (max body %d), want %+v (%v)", c.args, c.env, cfg.Filter, cfg.MaxBodyBytes, c.want, err)
+		if err != nil {
+			t.Errorf("%q env %q: %v", c.args, c.env, err)
+			continue
 		}
+		if !reflect.DeepEqual(cfg.Filter.TrustedSenders.Rules(), c.want.TrustedSenders.Rules()) {
+			t.Errorf("%q env %q: trusted_senders %+v, want %+v", c.args, c.env, cfg.Filter.TrustedSenders.Rules(), c.want.TrustedSenders.Rules())
+		}
+		got, want := cfg.Filter, c.want
+		got.TrustedSenders, want.TrustedSenders = nil, nil
+		if !reflect.DeepEqual(got, want) || cfg.MaxBodyBytes != int64(c.want.MaxBodyBytes) {
+			t.Errorf("%q env %q: %+v (max body %d), want %+v", c.args, c.env, cfg.Filter, cfg.MaxBodyBytes, c.want)
+		}
+		if cfg.Trust.source != c.source || (cfg.Trust.ignored != "") != c.warn {
+			t.Errorf("%q env %q: trust from %q (env ignored: %q), want %q (ignored %v)", c.args, c.env, cfg.Trust.source, cfg.Trust.ignored, c.source, c.warn)
+		}
+		// The guest reads back what was decided.
+		if back, err := filter.ParseConfig(cfg.PluginConfig); err != nil || back.TrustKVHints != c.want.TrustKVHints ||
+			back.TrustedSenders.Len() != c.want.TrustedSenders.Len() {
+			t.Errorf("%q env %q: the guest gets %s (%v)", c.args, c.env, cfg.PluginConfig, err)
+		}
+	}
+	// Trust for every sender and for some: a contradiction, refused.
+	if _, err := parseFlags([]string{"-filter-config", senders, "-trust-kv-hints"}, env(""), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "-trust-kv-hints") || !strings.Contains(err.Error(), "trusted_senders") {
+		t.Errorf("-trust-kv-hints with trusted_senders: %v", err)
 	}
 	for _, bad := range [][]string{
 		{"-upstream", "ftp://x"}, {"-listen", "nope"}, {"-pool-size", "-1"}, {"-max-body-bytes", "0"},

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/kvgate/kvgate/filter"
+)
+
+// Trust sources, as the start-up log names them (trust_source).
+const (
+	trustFromFlag         = "flag"
+	trustFromFilterConfig = "filter-config"
+	trustFromEnv          = "env TRTLLM_TRUST_KV_HINTS"
+	trustFromDefault      = "default"
+)
+
+// trustDecision is how parseFlags settled trust_kv_hints.
+type trustDecision struct {
+	source string
+	env    string // TRTLLM_TRUST_KV_HINTS as found
+	// ignored says why TRTLLM_TRUST_KV_HINTS, set, did not decide; "" when
+	// it decided or is unset.
+	ignored string
+}
+
+// decideTrust settles fc.TrustKVHints, the prototype's process-wide switch,
+// from the first of these that says anything:
+//
+//  1. -trust-kv-hints given on the command line (flagSet), true or false;
+//  2. trust_kv_hints written in the -filter-config document (doc), or
+//     trusted_senders there: explicit configuration, which decides trust
+//     per sender and leaves the switch off;
+//  3. TRTLLM_TRUST_KV_HINTS=1 in the environment (env), the upstream
+//     switch: only the value 1 turns it on, as in the worker;
+//  4. off.
+//
+// So an explicit false (flag or document) always wins over the
+// environment, and the environment never turns on what trusted_senders
+// limits to some senders. -trust-kv-hints (true) with trusted_senders is
+// an error, as the two are in one document.
+func decideTrust(fc *filter.Config, doc []byte, flagSet, flagVal bool, env string) (trustDecision, error) {
+	senders := fc.TrustedSenders != nil
+	d := trustDecision{env: env}
+	switch {
+	case flagSet:
+		if flagVal && senders {
+			return d, errors.New("-trust-kv-hints: cannot be combined with trusted_senders in -filter-config: one trusts every sender, the other only those its rules match")
+		}
+		fc.TrustKVHints, d.source = flagVal, trustFromFlag
+	case hasMember(doc, "trust_kv_hints") || senders:
+		d.source = trustFromFilterConfig
+	case env == "1":
+		fc.TrustKVHints, d.source = true, trustFromEnv
+	default:
+		d.source = trustFromDefault
+	}
+	switch {
+	case env == "" || env == "0" || d.source == trustFromEnv:
+	case env != "1":
+		d.ignored = "only the value 1 turns trust on"
+	case d.source == trustFromFlag && !fc.TrustKVHints:
+		d.ignored = "-trust-kv-hints=false wins over the environment"
+	case d.source == trustFromFilterConfig && senders:
+		d.ignored = "trusted_senders in -filter-config decides trust per sender"
+	case d.source == trustFromFilterConfig && !fc.TrustKVHints:
+		d.ignored = "trust_kv_hints: false in -filter-config wins over the environment"
+	}
+	return d, nil
+}
+
+// hasMember reports whether a configuration document that filter.ParseConfig
+// accepted (one object, or only whitespace) has the top-level member name.
+func hasMember(doc []byte, name string) bool {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return false
+	}
+	_, ok := m[name]
+	return ok
+}
+
+// logTrust writes the start-up line that says how trust was decided, and
+// a warning when TRTLLM_TRUST_KV_HINTS was set but did not decide.
+func logTrust(log *slog.Logger, cfg *config) {
+	log.Info("hint trust", "trust_kv_hints", cfg.Filter.TrustKVHints, "trust_source", cfg.Trust.source,
+		"trusted_senders", cfg.Filter.TrustedSenders.Len())
+	if cfg.Trust.ignored != "" {
+		log.Warn("TRTLLM_TRUST_KV_HINTS ignored: "+cfg.Trust.ignored, "value", cfg.Trust.env)
+	}
+}
