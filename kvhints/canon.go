@@ -9,7 +9,7 @@ import (
 // canonicalizer re-encodes a JSON value in the canonical compact form of
 // DESIGN.md section 3 rule 4 while checking its syntax and the content rules
 // of rule 5 that apply to the whole envelope: no duplicate keys, no NaN or
-// Infinity, no lone surrogate escapes, integers within -2^63..2^64-1, finite
+// Infinity, no lone surrogates (escaped or encoded), integers within -2^63..2^64-1, finite
 // floats, nesting depth within the limit. It never recurses.
 //
 // Size comes before content in the rule order, so after the first content
@@ -284,12 +284,14 @@ func digitsAtMost(d []byte, max string) bool {
 }
 
 // appendCanonString appends the canonical encoding of the valid string
-// literal lit (quotes included). lone reports a lone surrogate escape, which
-// is kept as received so that the size can still be measured.
+// literal lit (quotes included). lone reports a lone surrogate, escaped or
+// encoded in the raw bytes; it is written as its three-byte encoding, the
+// bytes Python's "surrogatepass" writes for it, so that the size can still
+// be measured the way the worker's side would measure it.
 func appendCanonString(dst, lit []byte, escaped bool) (out []byte, lone bool) {
 	if !escaped {
-		// Without escapes a valid literal is already canonical: raw UTF-8
-		// with no control bytes, quotes or backslashes inside.
+		// Without escapes or surrogates a valid literal is already
+		// canonical: UTF-8 with no control bytes, quotes or backslashes.
 		return append(dst, lit...), false
 	}
 	dst = append(dst, '"')
@@ -297,6 +299,8 @@ func appendCanonString(dst, lit []byte, escaped bool) (out []byte, lone bool) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c != '\\' {
+			// In a valid literal, ED followed by A0..BF is a surrogate.
+			lone = lone || c == 0xED && s[i+1] >= 0xA0
 			dst = append(dst, c)
 			i++
 			continue
@@ -313,7 +317,7 @@ func appendCanonString(dst, lit []byte, escaped bool) (out []byte, lone bool) {
 		}
 		r, n, isLone := unicodeEscape(s, i)
 		if isLone {
-			dst = append(dst, s[i:i+6]...)
+			dst = append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
 			lone = true
 		} else {
 			dst = appendCanonRune(dst, r)

@@ -13,6 +13,7 @@ func addSeeds(f *testing.F, add func(string)) {
 		refEnvelope, `null`, `{}`, `[]`, `"x"`, `{"protocol_version":"0.2"}`,
 		env(`{"a":NaN}`), env(`{"a":"\ud800"}`), env(`{"a":18446744073709551616}`),
 		env(`{"a":{"b":1,"b":2}}`), env(`{"a":` + nest(130, "1") + `}`),
+		env("{\"a\":\"\xed\xa0\x80\"}"), env("{\"\xed\xbf\xbf\":\"\xed\xa0\xbd\xed\xb8\x80\"}"),
 		"{\n \"protocol_version\" : \"0\\u002e1\", \"message_id\":\"m\", \"actions\":[]}",
 	} {
 		add(s)
@@ -47,7 +48,12 @@ func FuzzAdmit(f *testing.F) {
 		if err := json.Compact(&compact, b); err != nil || !bytes.Equal(compact.Bytes(), b) {
 			t.Fatalf("canonical form is not compact: %q", b)
 		}
-		if json.Valid(raw) && utf8.Valid(raw) {
+		// A string of an admitted envelope is valid UTF-8, so an encoded
+		// surrogate, which the tokenizer reads as Python does, is not.
+		if !utf8.Valid(raw) {
+			t.Fatalf("admitted an envelope that is not UTF-8: %q", raw)
+		}
+		if json.Valid(raw) {
 			if !sameJSON(t, raw, b) {
 				t.Fatalf("canonical form %q changes the meaning of %q", b, raw)
 			}
@@ -83,6 +89,7 @@ func FuzzRewrite(f *testing.F) {
 		`{"a":1, "kv_hints":{}, "b":2}`, `{ "kv_hints":{} }`, `{"kv\u005fhints":1,"x":[{"kv_hints":2}]}`,
 		`{"kv_hints":null,"kv_hints":1}`, "\xef\xbb\xbf{\"kv_hints\":1}", `[{"kv_hints":1}]`,
 		`{"m":"\\\"kv_hints\":1","kv_hints":` + refEnvelope + `}`, `{"t":NaN,"kv_hints":{}}`, `{} {}`,
+		"{\"p\":\"\xed\xa0\x80\",\"kv_hints\":{\"\xed\xbf\xbf\":1}}", "{\"kv_hints\":\"\xed\xa0\"}",
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
@@ -90,7 +97,7 @@ func FuzzRewrite(f *testing.F) {
 	addSeeds(f, func(s string) { f.Add([]byte(`{"x":0,"kv_hints":`+s+`}`), true) })
 	f.Fuzz(func(t *testing.T, body []byte, trusted bool) {
 		out, res := Rewrite(body, Policy{Trusted: trusted})
-		parsable := json.Valid(body) && utf8.Valid(body)
+		parsable := json.Valid(body) && pythonUTF8(body)
 		if res.Outcome == OutcomeRejected {
 			if out != nil || res.Status != 400 {
 				t.Fatalf("rejection with %d and %d bytes", res.Status, len(out))
@@ -152,6 +159,24 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatalf("%v, yet the worker would read a hint in %q", res.Outcome, out)
 		}
 	})
+}
+
+// pythonUTF8 reports whether Python decodes b for json.loads, that is with
+// "surrogatepass": valid UTF-8 where each invalid sequence is the
+// three-byte encoding of a surrogate, ED A0..BF 80..BF. It is written from
+// that definition, apart from the scanner's encodedSurrogate.
+func pythonUTF8(b []byte) bool {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			if len(b) < 3 || b[0] != 0xED || b[1] < 0xA0 || b[1] > 0xBF || b[2] < 0x80 || b[2] > 0xBF {
+				return false
+			}
+			n = 3
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 type member2 struct {

@@ -1,6 +1,7 @@
 package kvhints
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"unsafe"
@@ -30,6 +31,9 @@ func TestRewriteUntrusted(t *testing.T) {
 		{"non-object top", `[{"kv_hints":1}]`, "", OutcomeNoHint},
 		{"string top", `"kv_hints"`, "", OutcomeNoHint},
 		{"trailing whitespace", "{\"kv_hints\":1}\n", "{}\n", OutcomeStripped},
+		{"encoded surrogate kept", "{\"p\":\"\xed\xa0\x80\xed\xb8\x80\",\"kv_hints\":1}", "{\"p\":\"\xed\xa0\x80\xed\xb8\x80\"}", OutcomeStripped},
+		{"encoded surrogate in hint", "{\"kv_hints\":{\"\xed\xbf\xbf\":\"\xed\xa0\x80\"},\"a\":1}", `{"a":1}`, OutcomeStripped},
+		{"encoded surrogate in key", "{\"\xed\xa0\x80\":1}", "", OutcomeNoHint},
 		{"deep elsewhere", `{"d":` + nest(100000, "0") + `,"kv_hints":1}`, `{"d":` + nest(100000, "0") + `}`, OutcomeStripped},
 	}
 	for _, c := range cases {
@@ -65,6 +69,8 @@ func TestRewriteTrusted(t *testing.T) {
 		{"not an object", `{"kv_hints":"x"}`, `{}`, OutcomeDiscarded, ReasonMalformed},
 		{"NaN inside", `{"kv_hints":` + env(`{"a":NaN}`) + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
 		{"oversized", `{"kv_hints":` + env(`{"s":"`+strings.Repeat("x", 70000)+`"}`) + `}`, `{}`, OutcomeDiscarded, ReasonOversized},
+		{"encoded surrogate inside", `{"kv_hints":` + env("{\"a\":\"\xed\xa0\x80\"}") + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
+		{"encoded surrogate outside", "{\"p\":\"\xed\xa0\x80\",\"kv_hints\":" + refEnvelope + "}", "", OutcomeAdmitted, ReasonNone},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -107,7 +113,11 @@ func TestRewriteRejects(t *testing.T) {
 		{"minus alone", `{"a":-}`, 400, "number"},
 		{"-NaN", `{"a":-NaN}`, 400, "number"},
 		{"invalid utf8", "{\"a\":\"\xff\"}", 400, "UTF-8"},
-		{"utf8 surrogate", "{\"a\":\"\xed\xa0\x80\"}", 400, "UTF-8"},
+		{"truncated surrogate", "{\"a\":\"\xed\xa0\"}", 400, "UTF-8"},
+		{"surrogate cut short", "{\"a\":\"\xed\xa0A\"}", 400, "UTF-8"},
+		{"surrogate at the end", "{\"a\":\"\xed\xbf", 400, "UTF-8"},
+		{"surrogate outside a string", "{\"a\":\xed\xa0\x80}", 400, "value"},
+		{"overlong surrogate", "{\"a\":\"\xe0\xa0\x80\xed\x80\xc0\"}", 400, "UTF-8"},
 		{"utf16le bom", "\xff\xfe{\x00}\x00", 400, "UTF-16"},
 		{"utf16be", "\x00{\x00}", 400, "UTF-16"},
 		{"utf32le", "{\x00\x00\x00}\x00\x00\x00", 400, "UTF-32"},
@@ -233,6 +243,31 @@ func TestOutcomeStrings(t *testing.T) {
 	for o, s := range want {
 		if o.String() != s {
 			t.Errorf("%d: %q", o, o)
+		}
+	}
+}
+
+// TestUTF8AsPythonReadsIt holds the body scanner to pythonUTF8 on every
+// two-byte sequence and on every three-byte sequence whose last byte is
+// one of a set that straddles each range boundary, inside a string: a
+// body is read exactly when Python's json.loads would decode it.
+func TestUTF8AsPythonReadsIt(t *testing.T) {
+	var r Rewriter
+	check := func(seq []byte) {
+		body := append(append([]byte(`{"p":"`), seq...), `"}`...)
+		_, res := r.Rewrite(body, Policy{})
+		want := pythonUTF8(seq) && !bytes.ContainsAny(seq, "\"\\") && !bytes.ContainsFunc(seq, func(c rune) bool { return c < 0x20 })
+		if got := res.Outcome != OutcomeRejected; got != want {
+			t.Fatalf("% x: read %v, want %v (%s)", seq, got, want, res.Message)
+		}
+	}
+	lasts := []byte{0x00, 0x22, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff}
+	for a := 0x80; a < 0x100; a++ {
+		for b := 0; b < 0x100; b++ {
+			check([]byte{byte(a), byte(b)})
+			for _, c := range lasts {
+				check([]byte{byte(a), byte(b), c})
+			}
 		}
 	}
 }

@@ -7,11 +7,13 @@ import (
 )
 
 // This file is the tokenizer shared by the body scanner and admission. It
-// accepts exactly the JSON that Python's json.loads accepts on UTF-8 bytes
-// (NaN, Infinity and -Infinity as values, any nesting depth), with one
-// deliberate difference: UTF-8-encoded surrogates, which Python decodes with
-// "surrogatepass", are rejected as invalid UTF-8. Rejecting a body the worker
-// would have taken is safe; the reverse would not be.
+// accepts exactly the JSON that Python's json.loads accepts on UTF-8 bytes:
+// NaN, Infinity and -Infinity as values, any nesting depth, and UTF-8 as
+// Python decodes it for json.loads, with "surrogatepass": valid UTF-8 plus
+// the three-byte encodings of the surrogates U+D800..U+DFFF (ED A0..BF
+// 80..BF), which it reads as lone surrogates. Admission refuses those
+// inside an envelope (a string must be valid UTF-8); elsewhere they are
+// just characters, as they are for the worker.
 //
 // Nothing here recurses: containers are tracked on an explicit stack of one
 // byte per level, so depth is limited only by the body size.
@@ -88,7 +90,9 @@ func stringSpecial(w uint64) uint64 {
 }
 
 // scanString validates the string whose opening quote is at b[i] and returns
-// the offset just past its closing quote and whether it contains an escape.
+// the offset just past its closing quote and whether it contains an escape
+// or an encoded surrogate: escaped is false only for a literal that is
+// already its own canonical form.
 func scanString(b []byte, i int) (end int, escaped bool, err error) {
 	start := i
 	i++
@@ -134,11 +138,22 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size <= 1 {
-				return 0, false, errAt(i, "invalid UTF-8 in string")
+				if !encodedSurrogate(b[i:]) {
+					return 0, false, errAt(i, "invalid UTF-8 in string")
+				}
+				escaped, size = true, 3
 			}
 			i += size
 		}
 	}
+}
+
+// encodedSurrogate reports whether b starts with the three-byte encoding of
+// a surrogate (U+D800..U+DFFF): ED, then A0..BF, then 80..BF. UTF-8 forbids
+// it; Python's "surrogatepass" decoding, which json.loads uses on bytes,
+// reads it as a lone surrogate, and nothing else that UTF-8 forbids.
+func encodedSurrogate(b []byte) bool {
+	return len(b) >= 3 && b[0] == 0xED && b[1]&0xE0 == 0xA0 && b[2]&0xC0 == 0x80
 }
 
 // simpleEscape marks the bytes that may follow a backslash on their own.

@@ -114,6 +114,10 @@ var quickSeeds = []string{
 	"\"\xc2\xa0 \xdf\xbf \xe0\xa0\x80 \xed\x9f\xbf \xee\x80\x80 \xef\xbf\xbd \xf0\x90\x80\x80 \xf4\x8f\xbf\xbf\"", "\"中文 é 😀\"",
 	"\"\xc0\x80\"", "\"\xc1\xbf\"", "\"\xe0\x9f\xbf\"", "\"\xed\xa0\x80\"", "\"\xf0\x8f\xbf\xbf\"", "\"\xf4\x90\x80\x80\"", "\"\xf5\x80\x80\x80\"",
 	"\"\xc3\"", "\"\xe4\xb8\"", "\"\xf0\x9f\x98\"", "\"\xc3(\"", "\"\x80\"", "\"\xff\"",
+	// Encoded surrogates, which Python reads, and their near misses.
+	"\"\xed\xbf\xbf\"", "\"\xed\xa0\xbd\xed\xb8\x80\"", "\"\xed\x9f\xbf\xed\xa0\x80\xee\x80\x80\"", "\"\xed\xa0\"", "\"\xed\xa0",
+	"\"\xed\xa0\x7f\"", "\"\xed\xc0\x80\"", "\"\xed\x7f\x80\"", "\"\xec\xbf\xbf\xed\xbf\xc0\"",
+	"\"0123456789abcde\xed\xa0\x800123456789abcdef\"", "\"0123456789abcdef0123456789abcd\xed\xb0\x80\"",
 	`"0123456789abcdef0123456789abcdef"`, `"0123456789abcde\"0123456789abcdef"`, `"0123456789abcdef\\n0123456789abcdef"`,
 	`0`, `-0`, `12`, `-`, `-x`, `01`, `1.`, `1.5`, `1.e5`, `1e`, `1e+`, `1E-7`, `1e+07x`, `-1.25e-3`, `123456789012345678901234567890`,
 	`true`, `tru`, `truex`, `false`, `fals`, `null`, `nul`, `NaN`, `Na`, `Infinity`, `Infinit`, `-Infinity`, `-Inf`,
@@ -146,7 +150,7 @@ func TestQuickSkipValue(t *testing.T) {
 		everyStart(b)
 	}
 	// Mutations of windows of the corpus, then truncated now and then.
-	m := mutator{rng: rand.New(rand.NewPCG(7, 11)), alphabet: []byte("\"\\{}[],:0123456789-+.eEtrufalsnNIiy \t\n\r\x00\x1f\x7f\x80\xc3\xffub/x")}
+	m := mutator{rng: rand.New(rand.NewPCG(7, 11)), alphabet: []byte("\"\\{}[],:0123456789-+.eEtrufalsnNIiy \t\n\r\x00\x1f\x7f\x80\xc3\xffub/x\xed\xa0\xbf")}
 	for range 3000 {
 		b := m.pick(corpus)
 		if len(b) > 512 {
@@ -175,6 +179,8 @@ func TestQuickScan(t *testing.T) {
 		`{"kv_hints":1,"kv_hints":2,"kv_hints":3,"kv_hints":4,"kv_hints":5}`, `{"kv_hints" : 1 , "x" : 0 }`,
 		`{"kv_hint":1,"kv_hintss":2,"Kv_hints":3,"kv\u005fhints":4}`, `{"model":"m","messages":[{"role":"user","content":"0123456789abcdef0123456789abcdef"}],"kv_hints":{"protocol_version":"0.1"}}`,
 		`[]`, `"kv_hints"`, `{"a":1}x`, `{"a":1} `, `{"a":1`, `{"a" 1}`, `{"a":1,}`,
+		"{\"\xed\xa0\x80\":1,\"kv_hints\":{\"s\":\"\xed\xbf\xbf\"},\"p\":\"\xed\xa0\xbd\xed\xb8\x80 0123456789abcdef\"}",
+		"{\"kv_hints\":\"\xed\xa0\"}", "{\"kv_hints\":1,\"p\":\"\xed\xa0\x80\xed\"}",
 	} {
 		corpus = append(corpus, []byte(s))
 	}
@@ -184,7 +190,7 @@ func TestQuickScan(t *testing.T) {
 			accepted++
 		}
 	}
-	m := mutator{rng: rand.New(rand.NewPCG(3, 5)), alphabet: []byte("\"\\{}[],:0123456789-.eEtrufalsnNI \t\n\r\x00\x1f\x80\xc3"),
+	m := mutator{rng: rand.New(rand.NewPCG(3, 5)), alphabet: []byte("\"\\{}[],:0123456789-.eEtrufalsnNI \t\n\r\x00\x1f\x80\xc3\xed\xa0\xbf"),
 		tokens: []string{`"kv_hints":`, `"kv_hints":1,`, `,"kv_hints":null`, `{`, `}`, `[`, `]`, `"`, `,`, `\`}}
 	for range 20000 {
 		b := m.mutate(m.pick(corpus))
@@ -202,6 +208,7 @@ func TestQuickScan(t *testing.T) {
 func FuzzQuickScan(f *testing.F) {
 	f.Add([]byte(`{"a":1,"kv_hints":2,"b":3,"kv_hints":4,"c":5}`))
 	f.Add([]byte(`{"model":"m","kv_hints":{"protocol_version":"0.1"},"max_tokens":1}`))
+	f.Add([]byte("{\"\xed\xa0\x80\":\"\xed\xbf\xbf\",\"kv_hints\":\"\xed\xa0\xbd\xed\xb8\x80\"}"))
 	f.Fuzz(func(t *testing.T, b []byte) { checkQuickScan(t, b) })
 }
 

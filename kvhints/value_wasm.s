@@ -76,9 +76,11 @@
 	I32Or; I32Eqz; If; GIVEUP; End
 
 // UTF8 moves R0 past the UTF-8 sequence whose first byte, at R0 and in
-// R6, is not ASCII, and gives up unless it is one that utf8.DecodeRune
-// accepts: no overlong forms, no surrogates, nothing past U+10FFFF. R8 is
-// its length, R9 and R10 the range of its second byte.
+// R6, is not ASCII, and gives up unless it is one that scanString accepts:
+// what utf8.DecodeRune accepts (no overlong forms, nothing past U+10FFFF)
+// and the encoded surrogates ED A0..BF 80..BF, which Python's json.loads
+// reads. So after ED any continuation byte will do. R8 is its length, R9
+// and R10 the range of its second byte.
 #define UTF8 \
 	Get R6; I64Const $0xC2; I64LtU; If; GIVEUP; End; \
 	I64Const $2; Set R8; I64Const $0x80; Set R9; I64Const $0xBF; Set R10; \
@@ -86,7 +88,6 @@
 	If; \
 		I64Const $3; Set R8; \
 		Get R6; I64Const $0xE0; I64Eq; If; I64Const $0xA0; Set R9; End; \
-		Get R6; I64Const $0xED; I64Eq; If; I64Const $0x9F; Set R10; End; \
 	End; \
 	Get R6; I64Const $0xF0; I64GeU; \
 	If; \

@@ -257,7 +257,9 @@ class Body:
             parts.append(m.key + m.colon)
             parts.append(replace[id(m)] if replace and id(m) in replace else m.value)
         parts.append(self.tail)
-        return self.prefix + "".join(parts).encode("utf-8")
+        # surrogatepass: a surrogate in the text stands for its three-byte
+        # encoding (ED A0..BF 80..BF), which json.loads on bytes reads.
+        return self.prefix + "".join(parts).encode("utf-8", "surrogatepass")
 
 
 def B(*members, **kw):
@@ -1031,6 +1033,14 @@ def gen_size():
     p = env_hashes(65537, pretty_print=True)
     hint_case(g, "pretty-65537-oversized", "indent-2 envelope whose compact form is 65,537: oversized", True,
               std(p), "oversized")
+    # A lone surrogate, encoded or escaped, counts as its three-byte encoding.
+    for short, unit in [("encoded", "\ud800"), ("escaped", "\\ud800")]:
+        for target, verdict in [(65536, "malformed"), (65537, "oversized")]:
+            e = env_note(target).replace("xxx", unit, 1)
+            assert len(canon(parse_raw(e)).encode("utf-8", "surrogatepass")) == target
+            hint_case(g, "%s-surrogate-%d-%s" % (short, target, verdict),
+                      "%s lone surrogate counted as 3 bytes in a compact size of %d: %s" % (short, target, verdict), True,
+                      std(e), verdict)
     ws = "{" + " " * (RAW_BOUND + 50000) + REF[1:]
     assert len(ws) > RAW_BOUND
     hint_case(g, "raw-over-1mib-whitespace-trusted", "a hint value over 1 MiB raw (mostly whitespace, compact 213): oversized", True,
@@ -1245,8 +1255,39 @@ def gen_encoding():
     ]
     for short, raw in invalid:
         reject(g, "invalid-utf8-" + short, "invalid UTF-8 (" + short.replace("-", " ") + ") outside the hint: 400", False, raw)
-    reject(g, "invalid-utf8-encoded-surrogate", "UTF-8-encoded surrogate ED A0 80 in the prompt: 400 (Python would accept it)",
-           False, b'{"prompt":"\xed\xa0\x80"}', python_accepts=True)
+    # UTF-8-encoded surrogates: json.loads decodes bytes with surrogatepass,
+    # so ED A0..BF 80..BF is read as a lone surrogate; anything else UTF-8
+    # forbids stays a 400.
+    for trusted in (False, True):
+        t = "-trusted" if trusted else "-untrusted"
+        hint_case(g, "encoded-surrogate-in-prompt" + t, "encoded surrogate ED A0 80 in the prompt is read, as Python does: unchanged", trusted,
+                  B(MODEL(), K("prompt", '"a\ud800b"'), MSGS()), "no_hint")
+        hint_case(g, "encoded-surrogate-pair-in-prompt" + t, "two encoded surrogates (ED A0 BD ED B8 80) in the prompt stay two characters: unchanged", trusted,
+                  B(MODEL(), K("prompt", '"\ud83d\ude00"'), MSGS()), "no_hint")
+        hint_case(g, "encoded-surrogate-in-key" + t, "encoded surrogate ED BF BF in a top-level key: unchanged", trusted,
+                  B(MODEL(), M('"\udfff"', "1"), MSGS()), "no_hint")
+    hint_case(g, "encoded-surrogate-next-to-hint-trusted", "encoded surrogate in the prompt next to a valid hint: admitted", True,
+              B(MODEL(), K("prompt", '"\udc00"'), H(pretty(REF))), "admitted", REF)
+    hint_case(g, "encoded-surrogate-next-to-hint-untrusted", "encoded surrogate in the prompt next to a hint: stripped", False,
+              B(MODEL(), K("prompt", '"\udc00"'), H(REF)), "stripped")
+    hint_case(g, "encoded-surrogate-in-hint-untrusted", "encoded surrogate inside an untrusted hint never fails the request: stripped", False,
+              std(env_payload('{"s":"\ud800","\udbff":1}')), "stripped")
+    hint_case(g, "encoded-surrogate-hint-value-untrusted", "a hint value that is a string of encoded surrogates: stripped", False,
+              std('"\ud800\udfff"'), "stripped")
+    hint_case(g, "encoded-surrogate-in-payload-trusted", "encoded surrogate in a payload string: malformed (not valid UTF-8)", True,
+              std(env_payload('{"s":"x\ud800"}')), "malformed")
+    hint_case(g, "encoded-surrogate-pair-in-payload-trusted", "two encoded surrogates in a payload string: malformed", True,
+              std(env_payload('{"s":"\ud83d\ude00"}')), "malformed")
+    hint_case(g, "encoded-surrogate-in-payload-key-trusted", "encoded surrogate in a payload key: malformed", True,
+              std(env_payload('{"\udfff":1}')), "malformed")
+    hint_case(g, "encoded-surrogate-in-message-id-trusted", "encoded surrogate in message_id: malformed", True,
+              std(env({"message_id": '"m\udc00"'})), "malformed")
+    hint_case(g, "encoded-surrogate-in-version-trusted", "encoded surrogate in protocol_version: unknown_version", True,
+              std(env({"protocol_version": '"0.1\ud800"'})), "unknown_version")
+    for short, raw in [("truncated", b'"\xed\xa0"'), ("cut-by-ascii", b'"\xed\xa0A"'), ("bad-third-byte", b'"\xed\xbf\xc0"'),
+                       ("at-end-of-body", b'"\xed\xa0'), ("outside-string", b"\xed\xa0\x80")]:
+        reject(g, "invalid-utf8-surrogate-" + short, "an encoded surrogate " + short.replace("-", " ") + " is not what Python reads: 400",
+               False, b'{"prompt":' + raw + b"}")
     hint = REF.encode()
     reject(g, "invalid-utf8-next-to-hint-trusted", "invalid UTF-8 in the prompt next to a valid hint, trusted: 400", True,
            b'{"prompt":"\xff","kv_hints":' + hint + b"}")
