@@ -87,7 +87,7 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 func FuzzRewrite(f *testing.F) {
 	for _, s := range []string{
 		`{"a":1, "kv_hints":{}, "b":2}`, `{ "kv_hints":{} }`, `{"kv\u005fhints":1,"x":[{"kv_hints":2}]}`,
-		`{"kv_hints":null,"kv_hints":1}`, "\xef\xbb\xbf{\"kv_hints\":1}", `[{"kv_hints":1}]`,
+		`{"kv_hints":null,"kv_hints":1}`, `{"kv_hints":1,"kv_hints":null}`, "\xef\xbb\xbf{\"kv_hints\":1}", `[{"kv_hints":1}]`,
 		`{"m":"\\\"kv_hints\":1","kv_hints":` + refEnvelope + `}`, `{"t":NaN,"kv_hints":{}}`, `{} {}`,
 		"{\"p\":\"\xed\xa0\x80\",\"kv_hints\":{\"\xed\xbf\xbf\":1}}", "{\"kv_hints\":\"\xed\xa0\"}",
 	} {
@@ -129,11 +129,23 @@ func FuzzRewrite(f *testing.F) {
 				rest = append(rest, m)
 			}
 		}
-		var restIn []member2
+		var restIn, hintsIn []member2
 		for _, m := range in {
 			if m.name != "kv_hints" {
 				restIn = append(restIn, m)
+			} else {
+				hintsIn = append(hintsIn, m)
 			}
+		}
+		// A hint is counted exactly when the worker would read one: the
+		// last member, as Python keeps the last of duplicates, is not null.
+		counted := res.Outcome == OutcomeStripped || res.Outcome == OutcomeDiscarded || res.Outcome == OutcomeAdmitted
+		if len(hintsIn) == 0 {
+			if res.Outcome != OutcomeNoHint {
+				t.Fatalf("%v without a kv_hints member: %q", res.Outcome, body)
+			}
+		} else if lastNull := string(hintsIn[len(hintsIn)-1].raw) == "null"; counted == lastNull {
+			t.Fatalf("%v, but the last of %d kv_hints members is %q: %q", res.Outcome, len(hintsIn), hintsIn[len(hintsIn)-1].raw, body)
 		}
 		// The rest of the body is unchanged, member for member.
 		if len(rest) != len(restIn) {
@@ -151,7 +163,7 @@ func FuzzRewrite(f *testing.F) {
 			if len(hints) != 1 || !bytes.Equal(hints[0].raw, res.Snapshot.b) {
 				t.Fatalf("admitted, but the worker would read %q", out)
 			}
-		case res.Outcome == OutcomeNullHint && trusted:
+		case res.Outcome == OutcomeNullHint && trusted && len(hintsIn) == 1:
 			if len(hints) != 1 || string(hints[0].raw) != "null" {
 				t.Fatalf("null hint changed: %q", out)
 			}

@@ -12,7 +12,9 @@ type Outcome uint8
 const (
 	// OutcomeNoHint: the body has no top-level kv_hints member.
 	OutcomeNoHint Outcome = iota
-	// OutcomeNullHint: every kv_hints member is null; nothing is counted.
+	// OutcomeNullHint: the worker would read null, since the last kv_hints
+	// member is null (Python keeps the last of duplicate members); nothing
+	// is counted.
 	OutcomeNullHint
 	// OutcomeStripped: untrusted, and a non-null hint was removed.
 	OutcomeStripped
@@ -130,24 +132,26 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	if len(r.hints) == 0 {
 		return body, Result{Outcome: OutcomeNoHint}
 	}
-	nonNull := false
-	for _, h := range r.hints {
-		if string(body[h.val:h.valEnd]) != "null" {
-			nonNull = true
-			break
-		}
-	}
+	// What the worker would read: with duplicates, Python keeps the last.
+	last := r.hints[len(r.hints)-1]
+	lastNull := string(body[last.val:last.valEnd]) == "null"
 	if !p.Trusted {
 		res := Result{Outcome: OutcomeNullHint}
-		if nonNull {
+		if !lastNull {
 			res = Result{Outcome: OutcomeStripped, Reason: ReasonUntrusted}
 		}
 		return r.remove(body, firstKept), res
 	}
 	if len(r.hints) > 1 {
-		return r.remove(body, firstKept), Result{Outcome: OutcomeDiscarded, Reason: ReasonMalformed}
+		// Every member goes, so that no reader that keeps another
+		// duplicate than Python does sees a hint we did not admit.
+		res := Result{Outcome: OutcomeDiscarded, Reason: ReasonMalformed}
+		if lastNull {
+			res = Result{Outcome: OutcomeNullHint}
+		}
+		return r.remove(body, firstKept), res
 	}
-	if !nonNull {
+	if lastNull {
 		return body, Result{Outcome: OutcomeNullHint}
 	}
 	h := r.hints[0]

@@ -334,20 +334,19 @@ def check_forward_vector(c, req):
         need(not hints, "outcome no_hint but the request has %d top-level kv_hints members" % len(hints))
         return req
     need(hints, "outcome %s but the request has no top-level kv_hints member" % o)
+    # json.loads keeps the last of duplicate members: that one decides.
     if o == "null_hint":
-        need(all(nulls), "null_hint but a kv_hints member is not null")
-        if trusted:
-            need(len(hints) == 1, "trusted null_hint needs exactly one member")
+        need(nulls[-1], "null_hint but the last kv_hints member is not null")
+        if trusted and len(hints) == 1:
             return req
         return remove_hints(req)
     if o == "stripped":
-        need(not all(nulls), "stripped but every kv_hints member is null")
+        need(not nulls[-1], "stripped but the last kv_hints member is null")
         return remove_hints(req)
     if o == "discarded":
+        need(not nulls[-1], "discarded but the last kv_hints member is null")
         if len(hints) > 1:
             need(e["reason"] == "malformed", "several kv_hints members must be discarded as malformed")
-        else:
-            need(not nulls[0], "a single null hint is not discarded")
         return remove_hints(req)
     # admitted
     need(len(hints) == 1, "admitted needs exactly one kv_hints member")
@@ -390,7 +389,7 @@ def check_worker_sees(c, req, fwd):
         prefix, text, _ = hint_members(fwd)
         raw = text[fhints[0].value_start:fhints[0].value_end].encode("utf-8", "surrogatepass")
         need(raw == can.encode("utf-8"), "admitted: forwarded member value bytes != canonical_hint")
-    elif o == "null_hint":
+    elif o == "null_hint" and len(hint_members(req)[2]) == 1:
         need(has and seen["kv_hints"] is None and len(fhints) == 1, "trusted null_hint: worker must see kv_hints = None")
     else:
         need(not has and not fhints, "%s: the worker sees a kv_hints member" % o)

@@ -406,23 +406,30 @@ def hint_case(group, short, desc, trusted, body, verdict=None, canonical=None,
     assert py_accepts(req), name_of(group, short)
     hints = [m for m in body.members if m.is_hint]
     others = [m for m in body.members if not m.is_hint]
-    nonnull = [m for m in hints if parse_raw(m.value) is not None]
+    # What the worker reads: with duplicates, json.loads keeps the last one.
+    last_null = bool(hints) and parse_raw(hints[-1].value) is None
     depth = DEFAULT_DEPTH if max_depth is None else max_depth
     if not hints:
         exp = forward_expect(req, req, "no_hint")
         check = "no_hint"
     elif not trusted:
         fwd = body.render(keep=others)
-        if nonnull:
+        if not last_null:
             exp = forward_expect(req, fwd, "stripped", "untrusted", ctr=counters(untrusted=1))
             check = "stripped"
         else:
             exp = forward_expect(req, fwd, "null_hint")
             check = "null_hint"
     elif len(hints) >= 2:
+        # Every member is removed; counted as malformed unless the worker
+        # would have read null.
         fwd = body.render(keep=others)
-        exp = forward_expect(req, fwd, "discarded", "malformed", ctr=counters(malformed=1))
-        check = "discarded"
+        if last_null:
+            exp = forward_expect(req, fwd, "null_hint")
+            check = "null_hint"
+        else:
+            exp = forward_expect(req, fwd, "discarded", "malformed", ctr=counters(malformed=1))
+            check = "discarded"
     else:
         got, can = model_admit(hints[0].value, depth)
         assert verdict is not None, name_of(group, short)
@@ -716,8 +723,10 @@ def gen_members():
               B(H(REF), MODEL(), H('{"x":1}')), "stripped")
     hint_case(g, "duplicate-null-and-object-untrusted", "null then object: both removed, counted once", False,
               B(MODEL(), H("null"), MSGS(), H(REF)), "stripped")
-    hint_case(g, "duplicate-object-and-null-untrusted", "object then null (last wins for Python): both removed, counted", False,
-              B(MODEL(), H(REF), H("null", sep=" , ")), "stripped")
+    hint_case(g, "duplicate-object-and-null-untrusted", "object then null (the worker reads the last, null): both removed, not counted", False,
+              B(MODEL(), H(REF), H("null", sep=" , ")), "null_hint")
+    hint_case(g, "duplicate-three-null-last-untrusted", "two objects then null: all removed, not counted", False,
+              B(H(REF), MODEL(), H('{"x":1}'), MSGS(), H("null")), "null_hint")
     hint_case(g, "duplicate-two-null-untrusted", "two null members: both removed, nothing counted", False,
               B(H("null"), MODEL(), H("null")), "null_hint")
     hint_case(g, "duplicate-three-mixed-untrusted", "three members (null, escaped-key object, string): all removed, counted once", False,
@@ -726,19 +735,23 @@ def gen_members():
               B(MODEL(), H("null"), H("null"), H("null")), "null_hint")
     hint_case(g, "duplicate-two-valid-trusted", "two valid envelopes: malformed, both removed", True,
               B(H(REF), MODEL(), H(REF)), "discarded")
-    hint_case(g, "duplicate-two-null-trusted", "two null members in trusted mode: malformed, both removed", True,
-              B(MODEL(), H("null"), MSGS(), H("null")), "discarded")
+    hint_case(g, "duplicate-two-null-trusted", "two null members in trusted mode: no hint, both removed, not counted", True,
+              B(MODEL(), H("null"), MSGS(), H("null")), "null_hint")
     hint_case(g, "duplicate-null-then-valid-trusted", "null then a valid envelope: malformed, both removed", True,
               B(H("null"), MODEL(), H(REF)), "discarded")
-    hint_case(g, "duplicate-valid-then-null-trusted", "valid envelope then null: malformed, both removed", True,
-              B(MODEL(), H(REF), MSGS(), H("null")), "discarded")
+    hint_case(g, "duplicate-valid-then-null-trusted", "valid envelope then null (the worker reads null): both removed, not counted", True,
+              B(MODEL(), H(REF), MSGS(), H("null")), "null_hint")
+    hint_case(g, "duplicate-malformed-then-null-trusted", "malformed envelope then null: both removed, not counted", True,
+              B(MODEL(), H('{"protocol_version":"0.1"}'), H("null", key='"kv\\u005fhints"')), "null_hint")
     hint_case(g, "duplicate-three-mixed-trusted", "three members incl. escaped key: malformed, all removed, counted once", True,
               B(H(pr, sep=" , "), MODEL(), H("null", key='"\\u006b\\u0076_hints"', sep=" ,\t"), MSGS(), H(REF, key='"kv\\u005fhints"')),
               "discarded")
     hint_case(g, "duplicate-adjacent-trusted", "two adjacent members with whitespace: both removed", True,
               B(MODEL(), H(REF, sep=" , "), H(REF, sep=" ,  "), MSGS(sep="\n,"), head="{ ", tail="\n}"), "discarded")
-    hint_case(g, "duplicate-only-members-trusted", "the body holds only two kv_hints members", True,
-              B(H(REF), H("null", sep=", "), head="{ ", tail=" }"), "discarded")
+    hint_case(g, "duplicate-only-members-trusted", "the body holds only two kv_hints members, the last null: no hint", True,
+              B(H(REF), H("null", sep=", "), head="{ ", tail=" }"), "null_hint")
+    hint_case(g, "duplicate-only-members-null-first-trusted", "the body holds only two kv_hints members, the first null: malformed", True,
+              B(H("null"), H(REF, sep=", "), head="{ ", tail=" }"), "discarded")
     both(g, "duplicate-other-key", "duplicate non-hint keys (model twice) are left alone",
          B(MODEL(), H(REF), K("model", '"other"')), "admitted", REF)
 
