@@ -163,6 +163,9 @@ func FuzzRewrite(f *testing.F) {
 			if len(hints) != 1 || !bytes.Equal(hints[0].raw, res.Snapshot.b) {
 				t.Fatalf("admitted, but the worker would read %q", out)
 			}
+			if string(hints[0].key) != `"kv_hints"` {
+				t.Fatalf("admitted under the key %s: %q", hints[0].key, out)
+			}
 		case res.Outcome == OutcomeNullHint && trusted && len(hintsIn) == 1:
 			if len(hints) != 1 || string(hints[0].raw) != "null" {
 				t.Fatalf("null hint changed: %q", out)
@@ -192,14 +195,15 @@ func pythonUTF8(b []byte) bool {
 }
 
 type member2 struct {
-	name string
-	raw  []byte
+	name     string
+	key, raw []byte // the key's literal, the compacted value
 }
 
 // topMembers lists the top-level members of a JSON object with
 // encoding/json, duplicates included, with compacted raw values.
 func topMembers(b []byte) ([]member2, bool) {
-	d := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))))
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	tok, err := d.Token()
 	if err != nil {
@@ -210,17 +214,19 @@ func topMembers(b []byte) ([]member2, bool) {
 	}
 	var ms []member2
 	for d.More() {
+		before := d.InputOffset()
 		k, err := d.Token()
 		if err != nil {
 			return nil, false
 		}
+		key := bytes.TrimLeft(b[before:d.InputOffset()], " \t\r\n,")
 		var raw json.RawMessage
 		if err := d.Decode(&raw); err != nil {
 			return nil, false
 		}
 		var c bytes.Buffer
 		json.Compact(&c, raw)
-		ms = append(ms, member2{name: k.(string), raw: c.Bytes()})
+		ms = append(ms, member2{name: k.(string), key: key, raw: c.Bytes()})
 	}
 	if _, err := d.Token(); err != nil {
 		return nil, false

@@ -164,12 +164,24 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 		res.Snapshot = new(Snapshot)
 		_ = layout(bytes.Clone(canon), &r.admit.canon, res.Snapshot) // checked by admit
 	}
-	out := append(r.out[:0], body[:h.val]...)
+	// The envelope goes out under the literal key, whatever spelling it
+	// came under, so that a reader matching the key byte for byte sees it
+	// too. An escaped spelling is longer, so the body never grows.
+	keyEnd := h.key + len(hintKey)
+	if keyEnd > len(body) || string(body[h.key:keyEnd]) != hintKey {
+		keyEnd, _, _ = scanString(body, h.key) // scanned before: no error
+	}
+	out := append(r.out[:0], body[:h.key]...)
+	out = append(out, hintKey...)
+	out = append(out, body[keyEnd:h.val]...)
 	out = append(out, canon...)
 	out = append(out, body[h.valEnd:]...)
 	r.out = out
 	return out, res
 }
+
+// hintKey is the literal every admitted envelope is forwarded under.
+const hintKey = `"kv_hints"`
 
 func reject(status int, msg string) Result {
 	return Result{Outcome: OutcomeRejected, Status: status, Message: msg}
@@ -290,7 +302,7 @@ func invalidJSON(err error, off int, what string) string {
 // decoded, as Python would decode it.
 func isHintKey(lit []byte, escaped bool, scratch []byte) bool {
 	if !escaped {
-		return string(lit) == `"kv_hints"`
+		return string(lit) == hintKey
 	}
 	return keyIs(lit, "kv_hints", scratch)
 }

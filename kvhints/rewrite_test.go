@@ -64,7 +64,10 @@ func TestRewriteTrusted(t *testing.T) {
 		reason           Reason
 	}{
 		{"admitted verbatim", `{"a":1,"kv_hints":` + refEnvelope + `}`, "", OutcomeAdmitted, ReasonNone},
-		{"admitted canonicalised", `{"a":1, "kv\u005fhints" : ` + pretty + ` ,"b":2}`, `{"a":1, "kv\u005fhints" : ` + refEnvelope + ` ,"b":2}`, OutcomeAdmitted, ReasonNone},
+		{"admitted canonicalised", `{"a":1, "kv\u005fhints" : ` + pretty + ` ,"b":2}`, `{"a":1, "kv_hints" : ` + refEnvelope + ` ,"b":2}`, OutcomeAdmitted, ReasonNone},
+		{"escaped key made literal", `{"\u006b\u0076\u005f\u0068\u0069\u006e\u0074\u0073":` + refEnvelope + `}`, `{"kv_hints":` + refEnvelope + `}`, OutcomeAdmitted, ReasonNone},
+		{"escaped key, discarded", `{"kv\u005fhints":{},"a":1}`, `{"a":1}`, OutcomeDiscarded, ReasonMalformed},
+		{"escaped key, null kept", `{"kv\u005fhints":null}`, "", OutcomeNullHint, ReasonNone},
 		{"null kept", `{"kv_hints":null}`, "", OutcomeNullHint, ReasonNone},
 		{"two members", `{"kv_hints":null,"kv_hints":` + refEnvelope + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
 		{"two members, last null", `{"kv_hints":` + refEnvelope + `,"a":1,"kv_hints":null}`, `{"a":1}`, OutcomeNullHint, ReasonNone},

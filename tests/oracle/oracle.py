@@ -89,10 +89,11 @@ def same(a, b):
 
 
 class Member:
-    __slots__ = ("name", "key_start", "value_start", "value_end")
+    __slots__ = ("name", "key_start", "key_end", "value_start", "value_end")
 
-    def __init__(self, name, key_start, value_start, value_end):
-        self.name, self.key_start, self.value_start, self.value_end = name, key_start, value_start, value_end
+    def __init__(self, name, key_start, key_end, value_start, value_end):
+        self.name, self.key_start, self.key_end = name, key_start, key_end
+        self.value_start, self.value_end = value_start, value_end
 
 
 _DECODER = json.JSONDecoder()
@@ -122,12 +123,12 @@ def scan_top(b):
         return prefix, text, members
     while True:
         need(text[i] == '"', "expected a key at offset %d" % i)
-        name, j = json.decoder.scanstring(text, i + 1, True)
-        j = skip_ws(text, j)
+        name, key_end = json.decoder.scanstring(text, i + 1, True)
+        j = skip_ws(text, key_end)
         need(text[j] == ":", "expected ':' at offset %d" % j)
         j = skip_ws(text, j + 1)
         _, end = _DECODER.raw_decode(text, j)
-        members.append(Member(name, i, j, end))
+        members.append(Member(name, i, key_end, j, end))
         k = skip_ws(text, end)
         if text[k] == ",":
             i = skip_ws(text, k + 1)
@@ -164,7 +165,8 @@ def replace_hint(b, canonical):
     hints = [m for m in members if m.name == "kv_hints"]
     need(len(hints) == 1, "expected exactly one kv_hints member in the request, found %d" % len(hints))
     m = hints[0]
-    return enc(prefix, text[:m.value_start] + canonical + text[m.value_end:])
+    # An admitted envelope goes out under the literal key, however spelled.
+    return enc(prefix, text[:m.key_start] + '"kv_hints"' + text[m.key_end:m.value_start] + canonical + text[m.value_end:])
 
 
 def hint_members(b):
@@ -389,6 +391,8 @@ def check_worker_sees(c, req, fwd):
         prefix, text, _ = hint_members(fwd)
         raw = text[fhints[0].value_start:fhints[0].value_end].encode("utf-8", "surrogatepass")
         need(raw == can.encode("utf-8"), "admitted: forwarded member value bytes != canonical_hint")
+        key = text[fhints[0].key_start:fhints[0].key_end]
+        need(key == '"kv_hints"', "admitted: forwarded under the key %s, not the literal \"kv_hints\"" % key)
     elif o == "null_hint" and len(hint_members(req)[2]) == 1:
         need(has and seen["kv_hints"] is None and len(fhints) == 1, "trusted null_hint: worker must see kv_hints = None")
     else:

@@ -249,13 +249,18 @@ class Body:
         self.members, self.head, self.tail, self.prefix = list(members), head, tail, prefix
 
     def render(self, keep=None, replace=None):
+        """The body text; replace maps id(member) to a new value, and such a
+        member goes out under the literal key "kv_hints" (DESIGN.md 3)."""
         members = self.members if keep is None else keep
         parts = [self.head]
         for i, m in enumerate(members):
             if i:
                 parts.append(m.sep)
+            if replace and id(m) in replace:
+                parts.append('"kv_hints"' + m.colon + replace[id(m)])
+                continue
             parts.append(m.key + m.colon)
-            parts.append(replace[id(m)] if replace and id(m) in replace else m.value)
+            parts.append(m.value)
         parts.append(self.tail)
         # surrogatepass: a surrogate in the text stands for its three-byte
         # encoding (ED A0..BF 80..BF), which json.loads on bytes reads.
@@ -711,8 +716,10 @@ def gen_members():
     for short, key in [("escaped-underscore", '"kv\\u005fhints"'), ("escaped-underscore-upper-hex", '"kv\\u005Fhints"'),
                        ("escaped-kv", '"\\u006b\\u0076_hints"'),
                        ("fully-escaped", '"\\u006b\\u0076\\u005f\\u0068\\u0069\\u006e\\u0074\\u0073"')]:
-        hint_case(g, "key-" + short + "-trusted", "key " + key + " decodes to kv_hints: admitted, key bytes kept", True,
+        hint_case(g, "key-" + short + "-trusted", "key " + key + " decodes to kv_hints: admitted, forwarded under the literal key", True,
                   std(pr, key=key), "admitted", REF)
+        hint_case(g, "key-" + short + "-canonical-trusted", "key " + key + " with a canonical envelope: only the key is rewritten", True,
+                  B(MODEL(), H(REF, key=key, colon=" : "), MSGS()), "admitted", REF)
         hint_case(g, "key-" + short + "-untrusted", "key " + key + " decodes to kv_hints: stripped", False,
                   std(REF, key=key), "stripped")
     both(g, "backslash-before-real-hint",
