@@ -108,7 +108,9 @@ func TestAdmitRules(t *testing.T) {
 		{"65537", big(65537), ReasonOversized, ""},
 		{"oversized wins over malformed", env(`{"s":"` + strings.Repeat("x", 70000) + `","s":1}`), ReasonOversized, ""},
 		{"pretty printed fits", strings.Replace(big(65536), `,`, ",\n    ", -1), ReasonNone, big(65536)},
-		{"raw over bound", `{"protocol_version":"0.1"` + strings.Repeat(" ", MaxRawBytes) + `}`, ReasonOversized, ""},
+		{"1 MiB of whitespace, 56 compact bytes", "{\"protocol_version\":\"0.1\"," + strings.Repeat(" \n\t\r", 1<<18) + `"message_id":"m","actions":[]}`, ReasonNone, `{"protocol_version":"0.1","message_id":"m","actions":[]}`},
+		{"pretty printed 1 MiB", strings.Replace(strings.Replace(refEnvelope, ",", ",\n"+strings.Repeat(" ", 100<<10), -1), `":`, `" : `, -1), ReasonNone, refEnvelope},
+		{"whitespace does not hide size", `{"protocol_version":"0.1","s":"` + strings.Repeat("x", MaxCompactBytes) + `"` + strings.Repeat(" ", 1<<20) + `}`, ReasonOversized, ""},
 		{"escapes shrink to fit", env(`{"s":"` + strings.Repeat(`\u0078`, 20000) + `"}`), ReasonNone, env(`{"s":"` + strings.Repeat("x", 20000) + `"}`)},
 	}
 	for _, c := range cases {
@@ -143,6 +145,34 @@ func manyKeys(n int) string {
 		b.WriteString(`"k` + strconv.Itoa(i) + `":0`)
 	}
 	return b.String()
+}
+
+// TestHugeValueStopsAtTheLimit: a value far over the size limit is
+// rejected as oversized after encoding no more than the limit, whatever
+// the shape of its significant bytes (the encoder's output buffer, which
+// would hold the whole value otherwise, is the witness), and rule 3 still
+// reads its version.
+func TestHugeValueStopsAtTheLimit(t *testing.T) {
+	const n = 16 << 20
+	for _, c := range []struct {
+		name, value string
+		want        Reason
+	}{
+		{"string", `{"protocol_version":"0.1","s":"` + strings.Repeat("x", n) + `"}`, ReasonOversized},
+		{"escapes", `{"protocol_version":"0.1","s":"` + strings.Repeat(`\u0041`, n/6) + `"}`, ReasonOversized},
+		{"numbers", `{"protocol_version":"0.1","a":[` + strings.Repeat("1,", n/2) + `1]}`, ReasonOversized},
+		{"nesting", `{"protocol_version":"0.1","a":` + nest(n/2, "1") + `}`, ReasonOversized},
+		{"version after", `{"s":"` + strings.Repeat("x", n) + `","protocol_version":"0.2"}`, ReasonUnknownVersion},
+		{"no version", `{"s":"` + strings.Repeat("x", n) + `"}`, ReasonMalformed},
+	} {
+		var a Admitter
+		if _, r := a.Admit([]byte(c.value), Limits{}); r != c.want {
+			t.Errorf("%s: %q, want %q", c.name, r, c.want)
+		}
+		if got := cap(a.canon.out); got > 4*MaxCompactBytes {
+			t.Errorf("%s: the encoder's buffer grew to %d bytes", c.name, got)
+		}
+	}
 }
 
 func TestMaxDepthLimit(t *testing.T) {

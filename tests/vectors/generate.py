@@ -30,7 +30,7 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 COMPACT_LIMIT = 65536          # DESIGN.md 3 rule 4
-RAW_BOUND = 1 << 20            # cheap raw bound on the hint value (1 MiB)
+MIB = 1 << 20
 DEFAULT_DEPTH = 128
 BOM = b"\xef\xbb\xbf"
 COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed",
@@ -207,8 +207,8 @@ def model_admit(raw_text, max_depth=DEFAULT_DEPTH):
         return "malformed", None
     if pvs[0] != "0.1":
         return "unknown_version", None
-    if len(raw_text.encode("utf-8", "surrogatepass")) > RAW_BOUND:
-        return "oversized", None
+    # Rule 4's bound on the work does not count whitespace, and never
+    # decides on its own: a value is oversized by its compact size only.
     c = canon(v)
     if len(c.encode("utf-8", "surrogatepass")) > COMPACT_LIMIT:
         return "oversized", None
@@ -1043,11 +1043,11 @@ def gen_size():
     hint_case(g, "control-escapes-65537-oversized", "\\u0001 escapes counted as 6 bytes each: 65,537 oversized", True,
               std(e), "oversized")
     p = env_hashes(65536, pretty_print=True)
-    assert 65536 < len(p) < RAW_BOUND
+    assert 65536 < len(p) < MIB
     hint_case(g, "pretty-65536-admitted", "indent-2 envelope, raw %d bytes, compact exactly 65,536: admitted" % len(p), True,
               std(p), "admitted", env_hashes(65536))
     p = env_hashes(60000, pretty_print=True)
-    assert 65536 < len(p) < RAW_BOUND
+    assert 65536 < len(p) < MIB
     hint_case(g, "pretty-60000-admitted", "indent-2 envelope, raw %d bytes, compact 60,000: admitted" % len(p), True,
               std(p), "admitted", env_hashes(60000))
     p = env_hashes(65537, pretty_print=True)
@@ -1061,12 +1061,25 @@ def gen_size():
             hint_case(g, "%s-surrogate-%d-%s" % (short, target, verdict),
                       "%s lone surrogate counted as 3 bytes in a compact size of %d: %s" % (short, target, verdict), True,
                       std(e), verdict)
-    ws = "{" + " " * (RAW_BOUND + 50000) + REF[1:]
-    assert len(ws) > RAW_BOUND
-    hint_case(g, "raw-over-1mib-whitespace-trusted", "a hint value over 1 MiB raw (mostly whitespace, compact 213): oversized", True,
-              std(ws), "oversized")
+    # Whitespace is not counted, however much of it there is.
+    ws = "{" + " " * (MIB + 50000) + REF[1:]
+    assert len(ws) > MIB
+    hint_case(g, "raw-over-1mib-whitespace-trusted", "a hint value over 1 MiB raw (mostly whitespace, compact 213): admitted", True,
+              std(ws), "admitted", REF)
     hint_case(g, "raw-over-1mib-whitespace-untrusted", "a hint value over 1 MiB raw in untrusted mode: stripped", False,
               std(ws), "stripped")
+    small = env(actions="[]").replace("msg-123", "m")
+    assert len(small) == 56
+    p = pretty(small, indent=MIB // 3)
+    assert len(p) > MIB
+    hint_case(g, "pretty-1mib-compact-56-admitted", "an envelope pretty-printed to %d bytes whose compact form is 56: admitted" % len(p), True,
+              std(p), "admitted", small)
+    p = pretty(env_hashes(65537), indent=1, nl="\r\n")
+    hint_case(g, "pretty-crlf-65537-oversized", "CRLF pretty-printed envelope whose compact form is 65,537: oversized", True,
+              std(p), "oversized")
+    p = "{" + " " * MIB + env_hashes(65537)[1:]
+    hint_case(g, "whitespace-1mib-then-65537-oversized", "1 MiB of whitespace, then an envelope of 65,537 compact bytes: oversized", True,
+              std(p), "oversized")
     big = env_hashes(70000)
     hint_case(g, "oversized-beats-malformed", "70,000-byte envelope without message_id: oversized (rule 4 before 5)", True,
               std(big.replace('"message_id":"msg-size",', "")), "oversized")
@@ -1393,8 +1406,8 @@ def gen_http():
 def gen_large():
     g = "large"
     unit = "lorem ipsum dolor sit amet, "
-    prompt = (unit * (RAW_BOUND // len(unit) + 1))[:RAW_BOUND]
-    assert len(prompt) == RAW_BOUND
+    prompt = (unit * (MIB // len(unit) + 1))[:MIB]
+    assert len(prompt) == MIB
     hint_case(g, "prompt-1mib-hint-middle-trusted", "1 MiB prompt, pretty hint in the middle: admitted and rewritten", True,
               B(MODEL(), K("prompt", '"' + prompt + '"'), H(pretty(REF)), K("max_tokens", "16")), "admitted", REF)
     hint_case(g, "prompt-1mib-hint-middle-untrusted", "1 MiB prompt, hint in the middle: stripped", False,
