@@ -95,6 +95,9 @@ func FuzzRewrite(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	addSeeds(f, func(s string) { f.Add([]byte(`{"x":0,"kv_hints":`+s+`}`), true) })
+	// More members than a scan holds at a time.
+	f.Add(manyMembers(hintRecords+3, func(i int) bool { return i%3 != 1 }), false)
+	f.Add(manyMembers(2*hintRecords+1, func(i int) bool { return i > 0 }), true)
 	f.Fuzz(func(t *testing.T, body []byte, trusted bool) {
 		out, res := Rewrite(body, Policy{Trusted: trusted})
 		parsable := json.Valid(body) && pythonUTF8(body)

@@ -2,6 +2,8 @@ package kvhints
 
 import (
 	"bytes"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -277,6 +279,125 @@ func TestUTF8AsPythonReadsIt(t *testing.T) {
 			for _, c := range lasts {
 				check([]byte{byte(a), byte(b), c})
 			}
+		}
+	}
+}
+
+// manyMembers returns a body of n top-level members, each a kv_hints
+// member where hint(i) says so, with separators and whitespace that vary
+// from member to member.
+func manyMembers(n int, hint func(i int) bool) []byte {
+	seps := []string{",", " ,", ", ", "\n,\t", ",\r\n  "}
+	b := []byte("{ ")
+	for i := range n {
+		if i > 0 {
+			b = append(b, seps[i%len(seps)]...)
+		}
+		if hint(i) {
+			key := `"kv_hints"`
+			if i%7 == 3 {
+				key = `"kv\u005fhints"`
+			}
+			vals := []string{"[" + strconv.Itoa(i) + "]", `{"x":"}"}`, "null", strconv.Itoa(i), `"\","`}
+			colon := []string{":", " : "}[i%2]
+			b = append(b, key+colon+vals[i%len(vals)]...)
+		} else {
+			b = append(b, `"k`+strconv.Itoa(i)+`":`+strconv.Itoa(i)...)
+		}
+	}
+	return append(b, " }\n"...)
+}
+
+// refRemove is the removal rule written from its definition (tests/vectors
+// README): the text before the first member, each kept member preceded by
+// the text before it unless it is the first kept one, the text after the
+// last member.
+func refRemove(t *testing.T, b []byte) []byte {
+	type span struct {
+		start, end int
+		hint       bool
+	}
+	var ms []span
+	i := skipWS(b, 1)
+	for b[i] != '}' {
+		kend, escaped, err := scanString(b, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hint := isHintKey(b[i:kend], escaped, nil)
+		v := skipWS(b, skipWS(b, kend)+1)
+		end, _, err := skipValue(b, v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, span{i, end, hint})
+		if i = skipWS(b, end); b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+	}
+	out := append([]byte(nil), b[:ms[0].start]...)
+	first := true
+	for k, m := range ms {
+		if m.hint {
+			continue
+		}
+		if !first {
+			out = append(out, b[ms[k-1].end:m.start]...)
+		}
+		out = append(out, b[m.start:m.end]...)
+		first = false
+	}
+	return append(out, b[ms[len(ms)-1].end:]...)
+}
+
+// TestManyHintMembers: bodies with more kv_hints members than a scan holds
+// at a time are cut as they are read; the result is the removal rule's,
+// whatever the mix and whichever scan (Go or quickScan) reads them.
+func TestManyHintMembers(t *testing.T) {
+	var r Rewriter
+	for _, n := range []int{1, 2, hintRecords - 1, hintRecords, hintRecords + 1, 2 * hintRecords, 2*hintRecords + 1, 1000} {
+		for name, hint := range map[string]func(int) bool{
+			"all":         func(int) bool { return true },
+			"all but one": func(i int) bool { return i != n/2 },
+			"odd":         func(i int) bool { return i%2 == 1 },
+			"first kept":  func(i int) bool { return i > 0 },
+			"last kept":   func(i int) bool { return i < n-1 },
+			"runs":        func(i int) bool { return i%100 < 70 },
+		} {
+			body := manyMembers(n, hint)
+			want := refRemove(t, body)
+			for _, p := range []Policy{{}, {Trusted: true}} {
+				out, res := r.Rewrite(body, p)
+				if res.Outcome == OutcomeRejected || (res.Outcome == OutcomeNoHint) != bytes.Equal(want, body) {
+					t.Fatalf("%d %s trusted=%v: %v %s", n, name, p.Trusted, res.Outcome, res.Message)
+				}
+				if res.Outcome != OutcomeAdmitted && res.Outcome != OutcomeNullHint && !bytes.Equal(out, want) {
+					t.Fatalf("%d %s trusted=%v: got\n%q\nwant\n%q", n, name, p.Trusted, out, want)
+				}
+			}
+		}
+	}
+}
+
+// TestRewriteMemoryIsFlat: the memory a rewrite allocates does not grow
+// with the number of kv_hints members; before, each one took a record.
+func TestRewriteMemoryIsFlat(t *testing.T) {
+	for _, n := range []int{1000, 100000} {
+		body := manyMembers(n, func(int) bool { return true })
+		var r Rewriter
+		r.Reserve(len(body))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		out, res := r.Rewrite(body, Policy{})
+		runtime.ReadMemStats(&after)
+		if res.Outcome != OutcomeStripped || strings.TrimSpace(string(out)) != "{  }" {
+			t.Fatalf("%d members: %v %q", n, res.Outcome, out)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 16<<10 {
+			t.Errorf("%d members: the rewrite allocated %d bytes", n, got)
+		}
+		if a := testing.AllocsPerRun(3, func() { r.Rewrite(body, Policy{Trusted: true}) }); a != 0 {
+			t.Errorf("%d members: %v allocations per rewrite", n, a)
 		}
 	}
 }

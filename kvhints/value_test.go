@@ -41,12 +41,14 @@ func checkQuickScan(t *testing.T, b []byte) (accepted bool) {
 	}
 	var r Rewriter
 	n := quickScan(b, start, r.closers[:], r.quick[:])
-	firstKept, msg := r.scanGo(b, start)
+	r.reset()
+	msg := r.scanGo(b, start)
+	firstKept := r.st.firstKept
 	if n >= 0 {
-		if msg != "" || n != len(r.hints) || int(r.quick[0]) != firstKept {
-			t.Fatalf("quickScan(%q) = %d hints, first kept %d; scanGo: %d hints, first kept %d, %q", b, n, r.quick[0], len(r.hints), firstKept, msg)
+		if msg != "" || n != r.hints.count || r.st.n != n || int(r.quick[0]) != firstKept {
+			t.Fatalf("quickScan(%q) = %d hints, first kept %d; scanGo: %d hints, first kept %d, %q", b, n, r.quick[0], r.hints.count, firstKept, msg)
 		}
-		for k, h := range r.hints {
+		for k, h := range r.st.recs[:r.st.n] {
 			q := r.quick[1+5*k : 6+5*k]
 			if got := (member{int(q[0]), int(q[1]), int(q[2]), int(q[3]), int(q[4])}); got != h {
 				t.Fatalf("quickScan(%q): hint %d is %+v, scanGo's is %+v", b, k, got, h)
@@ -56,7 +58,7 @@ func checkQuickScan(t *testing.T, b []byte) (accepted bool) {
 	}
 	rest := b[start:]
 	if j := skipWS(rest, 0); bulkPlain && msg == "" && j < len(rest) && rest[j] == '{' &&
-		!bytes.Contains(b, []byte(`\`)) && len(r.hints) <= 4 && bytes.Count(b, []byte("{"))+bytes.Count(b, []byte("[")) <= len(r.closers) {
+		!bytes.Contains(b, []byte(`\`)) && r.hints.count <= 4 && bytes.Count(b, []byte("{"))+bytes.Count(b, []byte("[")) <= len(r.closers) {
 		t.Fatalf("quickScan(%q) declined a body scanGo reads", b)
 	}
 	return false
