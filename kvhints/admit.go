@@ -182,13 +182,14 @@ func checkVersion(obj []byte, stack []byte) Reason {
 // members calls fn with the raw key literal and raw value of each member of
 // the JSON object at the start of obj, in order, until fn returns false.
 func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
+	var qs quickState
 	i := skipWS(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
 		return nil
 	}
 	for {
 		if i >= len(obj) || obj[i] != '"' {
-			return errAt(i, "expecting property name enclosed in double quotes")
+			return errAt(i, errName)
 		}
 		kend, _, err := scanString(obj, i)
 		if err != nil {
@@ -199,7 +200,7 @@ func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
 		if err != nil {
 			return err
 		}
-		vend, s, err := skipValue(obj, vstart, stack)
+		vend, s, err := skip(obj, vstart, stack, &qs)
 		stack = s
 		if err != nil {
 			return err
@@ -212,7 +213,7 @@ func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
 			return nil
 		}
 		if i >= len(obj) || obj[i] != ',' {
-			return errAt(i, "expecting ',' delimiter")
+			return errAt(i, errComma)
 		}
 		i = skipWS(obj, i+1)
 	}

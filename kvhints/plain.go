@@ -16,8 +16,3 @@ func plainWordsGo(b []byte) int {
 	}
 	return i
 }
-
-// quickSkipValue validates the value at b[i] with quickScan (value_wasm.s)
-// and returns the offset just past it; -1 means quickScan declined, which
-// it always does natively.
-func quickSkipValue(b []byte, i int, stack []byte) int { return quickScan(b, i, stack, nil) }

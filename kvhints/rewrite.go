@@ -86,11 +86,11 @@ type Rewriter struct {
 	NoSnapshot bool
 
 	out     []byte
-	stack   []byte
+	stack   []byte // the scanners' container stack
 	admit   Admitter
 	scratch [64]byte
-	closers [64]byte  // quickScan's container stack
-	quick   [26]int64 // quickScan's output
+	vs      quickState // skip's
+	calls   int        // quickScan calls for the last body (a test's measure of work)
 
 	st    scanState // the kv_hints members the scan holds
 	hints hintSet   // what all of them add up to
@@ -114,11 +114,12 @@ type member struct {
 // hostile client sends, costs one pass.
 const hintRecords = 64
 
-// scanState is what the body scan carries from member to member.
+// scanState is what the body scan carries from member to member:
+// st.firstKept, and st.n members held in recs. quickScan writes the
+// records right after its state, so recs must follow it.
 type scanState struct {
-	firstKept int // index of the first member that is not kv_hints, or -1
-	n         int // members held in recs
-	recs      [hintRecords]member
+	quickState
+	recs [hintRecords]member
 }
 
 // hintSet sums up the kv_hints members of a body.
@@ -217,7 +218,10 @@ func reject(status int, msg string) Result {
 // not yet cut out (see flush), with the index of the first top-level
 // member that is not a hint. It returns a message when the body is not
 // acceptable JSON.
-func (r *Rewriter) scan(b []byte) (msg string) {
+func (r *Rewriter) scan(b []byte) (msg string) { return r.scanBody(b, bulkPlain) }
+
+// scanBody is scan, with quickScan when quick is set and it can.
+func (r *Rewriter) scanBody(b []byte, quick bool) (msg string) {
 	r.reset()
 	if m := unsupportedEncoding(b); m != "" {
 		return m
@@ -226,24 +230,15 @@ func (r *Rewriter) scan(b []byte) (msg string) {
 	if hasPrefix(b, "\xef\xbb\xbf") {
 		i = 3
 	}
-	if bulkPlain {
-		if n := quickScan(b, i, r.closers[:], r.quick[:]); n >= 0 {
-			for k := range n {
-				q := r.quick[1+5*k : 6+5*k]
-				r.st.recs[k] = member{idx: int(q[0]), key: int(q[1]), val: int(q[2]), valEnd: int(q[3]), next: int(q[4])}
-			}
-			r.st.n, r.st.firstKept = n, int(r.quick[0])
-			r.tally(b)
-			return ""
-		}
-		r.reset()
+	if quick && bulkPlain {
+		return r.scanQuick(b, i)
 	}
 	return r.scanGo(b, i)
 }
 
 // reset forgets the last body's members.
 func (r *Rewriter) reset() {
-	r.st.firstKept, r.st.n = -1, 0
+	r.st.firstKept, r.st.n, r.calls = -1, 0, 0
 	r.hints = hintSet{}
 	r.cutting, r.from = false, 0
 }
@@ -268,45 +263,50 @@ func (r *Rewriter) flush(b []byte) {
 	r.cut(b)
 }
 
+// blankBody is the message for a body of whitespace only.
+const blankBody = "request body holds only whitespace; expected a JSON object"
+
 // scanGo is scan after the encoding checks, from offset i, in Go.
 func (r *Rewriter) scanGo(b []byte, i int) (msg string) {
 	i = skipWS(b, i)
 	if i == len(b) {
-		return "request body holds only whitespace; expected a JSON object"
+		return blankBody
 	}
 	st := &r.st
 	if b[i] != '{' {
 		// No member can be a hint; the value only has to be valid JSON.
 		end, err := r.skipValue(b, i)
 		if err != nil {
-			return invalidJSON(err, 0, "")
+			return invalidJSON(err)
 		}
 		i = end
 	} else if i = skipWS(b, i+1); i < len(b) && b[i] == '}' {
 		i++
 	} else {
 		for idx := 0; ; idx++ {
-			if i >= len(b) || b[i] != '"' {
-				return invalidJSON(nil, i, "expecting property name enclosed in double quotes")
-			}
-			kend, escaped, err := scanString(b, i)
-			if err != nil {
-				return invalidJSON(err, 0, "")
-			}
+			// As quickScan: first the record of the member before, then
+			// room for this one, then its name.
 			if n := st.n; n > 0 && st.recs[n-1].next == -1 && st.recs[n-1].idx == idx-1 {
 				st.recs[n-1].next = i
 			}
 			if st.n == len(st.recs) {
 				r.flush(b)
 			}
+			if i >= len(b) || b[i] != '"' {
+				return invalidJSON(errAt(i, errName))
+			}
+			kend, escaped, err := scanString(b, i)
+			if err != nil {
+				return invalidJSON(err)
+			}
 			key := i
 			if i = skipWS(b, kend); i >= len(b) || b[i] != ':' {
-				return invalidJSON(nil, i, "expecting ':' delimiter")
+				return invalidJSON(errAt(i, errColon))
 			}
 			val := skipWS(b, i+1)
 			end, err := r.skipValue(b, val)
 			if err != nil {
-				return invalidJSON(err, 0, "")
+				return invalidJSON(err)
 			}
 			if isHintKey(b[key:kend], escaped, r.scratch[:0]) {
 				st.recs[st.n] = member{idx: idx, key: key, val: val, valEnd: end, next: -1}
@@ -319,44 +319,35 @@ func (r *Rewriter) scanGo(b []byte, i int) (msg string) {
 				break
 			}
 			if i >= len(b) || b[i] != ',' {
-				return invalidJSON(nil, i, "expecting ',' delimiter")
+				return invalidJSON(errAt(i, errComma))
 			}
 			i = skipWS(b, i+1)
 		}
 	}
 	if j := skipWS(b, i); j != len(b) {
-		return invalidJSON(nil, j, "extra data")
+		return invalidJSON(errAt(j, errExtra))
 	}
 	r.tally(b)
 	return ""
 }
 
-// skipValue is skipValue with the Rewriter's buffers. On wasm it tries
-// quickSkipValue first, which is compact and fast but leaves anything
-// unusual (errors, deep nesting) to skipValue; natively quickSkipValue
-// always declines and the compiler drops the call.
+// skipValue is skip with the Rewriter's buffers.
 func (r *Rewriter) skipValue(b []byte, i int) (int, error) {
 	if bulkPlain {
-		if end := quickSkipValue(b, i, r.closers[:]); end >= 0 {
-			return end, nil
-		}
+		r.calls++
 	}
-	end, stack, err := skipValue(b, i, r.stack)
+	end, stack, err := skip(b, i, r.stack, &r.vs)
 	r.stack = stack
 	return end, err
 }
 
-// invalidJSON is the message of a body that is not JSON: err's, or what at
-// byte off. It is kept out of line so that the message is built in one
-// place and the member loop stays small (half the wasm size; no measured
-// change in time).
+// invalidJSON is the message of a body that is not JSON. It is kept out of
+// line so that the message is built in one place and the member loop
+// stays small (half the wasm size; no measured change in time).
 //
 //go:noinline
-func invalidJSON(err error, off int, what string) string {
-	if err != nil {
-		return "request body is not valid JSON: " + err.Error()
-	}
-	return "request body is not valid JSON: " + what + " at byte " + itoa(off)
+func invalidJSON(err error) string {
+	return "request body is not valid JSON: " + err.Error()
 }
 
 // isHintKey reports whether a top-level key literal names kv_hints once
