@@ -44,11 +44,6 @@ const (
 	ProtocolVersion = "0.1"
 	// MaxCompactBytes bounds the canonical compact encoding of an envelope.
 	MaxCompactBytes = 65536
-	// MaxRawBytes bounds the raw value before it is canonicalized. Compact
-	// encoding can shrink a value only by dropping whitespace and escapes,
-	// so this bound leaves room for pretty-printed envelopes while keeping
-	// the work for a huge value to one shallow scan.
-	MaxRawBytes = 16 * MaxCompactBytes
 	// DefaultMaxDepth is the default nesting limit; the envelope is depth 1.
 	DefaultMaxDepth = 128
 )
@@ -110,10 +105,13 @@ func (a *Admitter) admit(raw []byte, lim Limits) ([]byte, Reason) {
 	if len(v) == 0 || v[0] != '{' {
 		return nil, ReasonMalformed
 	}
-	// Rule 4's cheap raw bound; rule 3 still comes first.
-	if len(v) > MaxRawBytes {
-		return nil, a.versionOr(v, ReasonOversized)
-	}
+	// Rule 4's bound on the work comes with the encoding: it stops as soon
+	// as its output passes the limit. Every significant byte read adds to
+	// the output, at worst one byte for six (\u0041 is A), so a value of
+	// any size costs at most 6 × 65,536 significant bytes of encoding;
+	// insignificant whitespace is skipped and never counted, so a
+	// pretty-printed envelope whose compact form fits is admitted however
+	// wide its indentation. Rule 3 still comes first (versionOr).
 	canon, end, status := a.canon.canonicalize(v, lim.maxDepth(), MaxCompactBytes)
 	switch {
 	case status == canonOK && skipWS(v, end) != len(v):
@@ -184,13 +182,14 @@ func checkVersion(obj []byte, stack []byte) Reason {
 // members calls fn with the raw key literal and raw value of each member of
 // the JSON object at the start of obj, in order, until fn returns false.
 func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
+	var qs quickState
 	i := skipWS(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
 		return nil
 	}
 	for {
 		if i >= len(obj) || obj[i] != '"' {
-			return errAt(i, "expecting property name enclosed in double quotes")
+			return errAt(i, errName)
 		}
 		kend, _, err := scanString(obj, i)
 		if err != nil {
@@ -201,7 +200,7 @@ func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
 		if err != nil {
 			return err
 		}
-		vend, s, err := skipValue(obj, vstart, stack)
+		vend, s, err := skip(obj, vstart, stack, &qs)
 		stack = s
 		if err != nil {
 			return err
@@ -214,7 +213,7 @@ func members(obj []byte, stack []byte, fn func(key, val []byte) bool) error {
 			return nil
 		}
 		if i >= len(obj) || obj[i] != ',' {
-			return errAt(i, "expecting ',' delimiter")
+			return errAt(i, errComma)
 		}
 		i = skipWS(obj, i+1)
 	}

@@ -91,6 +91,15 @@ func TestAdmitRules(t *testing.T) {
 		{"lone low surrogate", env(`{"a":"x\udc00y"}`), ReasonMalformed, ""},
 		{"lone surrogate in key", env(`{"\ud800":1}`), ReasonMalformed, ""},
 		{"surrogate pair", env(`{"a":"\ud83d\ude00"}`), ReasonNone, env(`{"a":"😀"}`)},
+		{"encoded surrogate", env("{\"a\":\"x\xed\xa0\x80\"}"), ReasonMalformed, ""},
+		{"encoded surrogate pair", env("{\"a\":\"\xed\xa0\xbd\xed\xb8\x80\"}"), ReasonMalformed, ""},
+		{"encoded surrogate in key", env("{\"\xed\xbf\xbf\":1}"), ReasonMalformed, ""},
+		{"encoded surrogate in message_id", `{"protocol_version":"0.1","message_id":"m` + "\xed\xb0\x80" + `","actions":[]}`, ReasonMalformed, ""},
+		{"encoded surrogate in version", `{"protocol_version":"0.1` + "\xed\xa0\x80" + `","message_id":"m","actions":[]}`, ReasonUnknownVersion, ""},
+		{"surrogate at 65536 is malformed", strings.Replace(big(65536), "xxx", "\xed\xa0\x80", 1), ReasonMalformed, ""},
+		{"escaped surrogate at 65536 is malformed", strings.Replace(big(65536), "xxx", `\ud800`, 1), ReasonMalformed, ""},
+		{"surrogate at 65537 is oversized", strings.Replace(big(65537), "xxx", "\xed\xa0\x80", 1), ReasonOversized, ""},
+		{"escaped surrogate at 65537 is oversized", strings.Replace(big(65537), "xxx", `\udfff`, 1), ReasonOversized, ""},
 		{"escapes canonicalised", env(`{"a":"\u0041\/\u001F\u00e9\n\"\\\u2028"}`), ReasonNone, env("{\"a\":\"A/\\u001fé\\n\\\"\\\\\u2028\"}")},
 		{"whitespace dropped", " {\n \"protocol_version\" : \"0.1\" ,\t\"message_id\":\"m\",\r\"actions\" : [ ] } ", ReasonNone, `{"protocol_version":"0.1","message_id":"m","actions":[]}`},
 		{"depth 128", env(`{"a":` + nest(123, `{}`) + `}`), ReasonNone, ""},
@@ -99,7 +108,9 @@ func TestAdmitRules(t *testing.T) {
 		{"65537", big(65537), ReasonOversized, ""},
 		{"oversized wins over malformed", env(`{"s":"` + strings.Repeat("x", 70000) + `","s":1}`), ReasonOversized, ""},
 		{"pretty printed fits", strings.Replace(big(65536), `,`, ",\n    ", -1), ReasonNone, big(65536)},
-		{"raw over bound", `{"protocol_version":"0.1"` + strings.Repeat(" ", MaxRawBytes) + `}`, ReasonOversized, ""},
+		{"1 MiB of whitespace, 56 compact bytes", "{\"protocol_version\":\"0.1\"," + strings.Repeat(" \n\t\r", 1<<18) + `"message_id":"m","actions":[]}`, ReasonNone, `{"protocol_version":"0.1","message_id":"m","actions":[]}`},
+		{"pretty printed 1 MiB", strings.Replace(strings.Replace(refEnvelope, ",", ",\n"+strings.Repeat(" ", 100<<10), -1), `":`, `" : `, -1), ReasonNone, refEnvelope},
+		{"whitespace does not hide size", `{"protocol_version":"0.1","s":"` + strings.Repeat("x", MaxCompactBytes) + `"` + strings.Repeat(" ", 1<<20) + `}`, ReasonOversized, ""},
 		{"escapes shrink to fit", env(`{"s":"` + strings.Repeat(`\u0078`, 20000) + `"}`), ReasonNone, env(`{"s":"` + strings.Repeat("x", 20000) + `"}`)},
 	}
 	for _, c := range cases {
@@ -134,6 +145,34 @@ func manyKeys(n int) string {
 		b.WriteString(`"k` + strconv.Itoa(i) + `":0`)
 	}
 	return b.String()
+}
+
+// TestHugeValueStopsAtTheLimit: a value far over the size limit is
+// rejected as oversized after encoding no more than the limit, whatever
+// the shape of its significant bytes (the encoder's output buffer, which
+// would hold the whole value otherwise, is the witness), and rule 3 still
+// reads its version.
+func TestHugeValueStopsAtTheLimit(t *testing.T) {
+	const n = 16 << 20
+	for _, c := range []struct {
+		name, value string
+		want        Reason
+	}{
+		{"string", `{"protocol_version":"0.1","s":"` + strings.Repeat("x", n) + `"}`, ReasonOversized},
+		{"escapes", `{"protocol_version":"0.1","s":"` + strings.Repeat(`\u0041`, n/6) + `"}`, ReasonOversized},
+		{"numbers", `{"protocol_version":"0.1","a":[` + strings.Repeat("1,", n/2) + `1]}`, ReasonOversized},
+		{"nesting", `{"protocol_version":"0.1","a":` + nest(n/2, "1") + `}`, ReasonOversized},
+		{"version after", `{"s":"` + strings.Repeat("x", n) + `","protocol_version":"0.2"}`, ReasonUnknownVersion},
+		{"no version", `{"s":"` + strings.Repeat("x", n) + `"}`, ReasonMalformed},
+	} {
+		var a Admitter
+		if _, r := a.Admit([]byte(c.value), Limits{}); r != c.want {
+			t.Errorf("%s: %q, want %q", c.name, r, c.want)
+		}
+		if got := cap(a.canon.out); got > 4*MaxCompactBytes {
+			t.Errorf("%s: the encoder's buffer grew to %d bytes", c.name, got)
+		}
+	}
 }
 
 func TestMaxDepthLimit(t *testing.T) {

@@ -9,13 +9,16 @@ import (
 // canonicalizer re-encodes a JSON value in the canonical compact form of
 // docs/spec.md ("Compact size") while checking its syntax and the content rules
 // of rule 5 that apply to the whole envelope: no duplicate keys, no NaN or
-// Infinity, no lone surrogate escapes, integers within -2^63..2^64-1, finite
+// Infinity, no lone surrogates (escaped or encoded), integers within -2^63..2^64-1, finite
 // floats, nesting depth within the limit. It never recurses.
 //
 // Size comes before content in the rule order, so after the first content
 // violation it stops checking content but keeps encoding: an envelope that
 // is both too large and malformed is reported as oversized. Encoding stops
-// as soon as the output passes the size limit.
+// as soon as the output passes the size limit, and no token is read past
+// the point where it would have to pass it (see window), so the work on a
+// value of any size is bounded by the limit; whitespace is skipped, never
+// counted.
 //
 // It also records where things are in the output, so that admission reads
 // the envelope's fields without another pass: the members of the outermost
@@ -80,7 +83,6 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 	c.inActions = false
 	checking := true
 	i := skipWS(b, 0)
-	var ok bool
 	for {
 		if i >= len(b) {
 			return nil, 0, canonSyntax
@@ -96,6 +98,9 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 				closer = ']'
 			}
 			c.out = append(c.out, b[i])
+			if len(c.out) > limit {
+				return nil, 0, canonOversized
+			}
 			c.stack = append(c.stack, closer)
 			if len(c.stack) > maxDepth {
 				checking = false
@@ -111,24 +116,27 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 				if checking {
 					c.frames = append(c.frames, frame{keys: len(c.keys)})
 				}
-				if i, checking, ok = c.key(b, i, checking); !ok {
-					return nil, 0, canonSyntax
+				var st canonStatus
+				if i, checking, st = c.key(b, i, checking, limit); st != canonOK {
+					return nil, 0, st
 				}
 			}
 			continue
 		case '"':
-			end, escaped, err := scanString(b, i)
+			w := c.window(b, i, limit)
+			end, escaped, err := scanString(w, i)
 			if err != nil {
-				return nil, 0, canonSyntax
+				return nil, 0, cut(w, b)
 			}
 			var lone bool
 			c.out, lone = appendCanonString(c.out, b[i:end], escaped)
 			checking = checking && !lone
 			i = end
 		default:
-			end, kind, err := scanLiteral(b, i)
-			if err != nil {
-				return nil, 0, canonSyntax
+			w := c.window(b, i, limit)
+			end, kind, err := scanLiteral(w, i)
+			if err != nil || end == len(w) && len(w) < len(b) {
+				return nil, 0, cut(w, b) // a number may go on past the window
 			}
 			checking = checking && numberOK(b[i:end], kind)
 			c.out = append(c.out, b[i:end]...)
@@ -185,8 +193,9 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 			c.out = append(c.out, ',')
 			i = skipWS(b, i+1)
 			if closer == '}' {
-				if i, checking, ok = c.key(b, i, checking); !ok {
-					return nil, 0, canonSyntax
+				var st canonStatus
+				if i, checking, st = c.key(b, i, checking, limit); st != canonOK {
+					return nil, 0, st
 				}
 			}
 			break
@@ -194,17 +203,39 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 	}
 }
 
+// window returns the part of b a token starting at b[i] may be read in:
+// a token that does not end in it would take the output past limit. The
+// canonical form of a token is never shorter than a sixth of its text
+// (\u0041 is A; everything else shrinks less or not at all), so the
+// window is six times the room left, and a little for quotes.
+func (c *canonicalizer) window(b []byte, i, limit int) []byte {
+	if n := i + 6*(limit-len(c.out)) + 8; n < len(b) {
+		return b[:n]
+	}
+	return b
+}
+
+// cut is the verdict on a token that could not be read in the window w of
+// b: past the size limit if w is short of b, else not JSON.
+func cut(w, b []byte) canonStatus {
+	if len(w) < len(b) {
+		return canonOversized
+	}
+	return canonSyntax
+}
+
 // key encodes the member name at b[i] and the colon, checks the name
 // against those already seen in the innermost object, and returns the offset
-// of the member's value; ok is false when the bytes there are not a name and
-// a colon.
-func (c *canonicalizer) key(b []byte, i int, checking bool) (next int, stillChecking, ok bool) {
+// of the member's value, or canonSyntax when the bytes there are not a name
+// and a colon, or canonOversized when the name passes the limit.
+func (c *canonicalizer) key(b []byte, i int, checking bool, limit int) (next int, stillChecking bool, st canonStatus) {
 	if i >= len(b) || b[i] != '"' {
-		return 0, false, false
+		return 0, false, canonSyntax
 	}
-	end, escaped, err := scanString(b, i)
+	w := c.window(b, i, limit)
+	end, escaped, err := scanString(w, i)
 	if err != nil {
-		return 0, false, false
+		return 0, false, cut(w, b)
 	}
 	start := len(c.out)
 	var lone bool
@@ -223,11 +254,14 @@ func (c *canonicalizer) key(b []byte, i int, checking bool) (next int, stillChec
 			c.actionMembers = append(c.actionMembers, m)
 		}
 	}
+	if len(c.out) > limit {
+		return 0, false, canonOversized
+	}
 	i = skipWS(b, end)
 	if i >= len(b) || b[i] != ':' {
-		return 0, false, false
+		return 0, false, canonSyntax
 	}
-	return skipWS(b, i+1), checking, true
+	return skipWS(b, i+1), checking, canonOK
 }
 
 // firstTime records the name just written at c.out[start:] in the innermost
@@ -284,12 +318,14 @@ func digitsAtMost(d []byte, bound string) bool {
 }
 
 // appendCanonString appends the canonical encoding of the valid string
-// literal lit (quotes included). lone reports a lone surrogate escape, which
-// is kept as received so that the size can still be measured.
+// literal lit (quotes included). lone reports a lone surrogate, escaped or
+// encoded in the raw bytes; it is written as its three-byte encoding, the
+// bytes Python's "surrogatepass" writes for it, so that the size can still
+// be measured the way the worker's side would measure it.
 func appendCanonString(dst, lit []byte, escaped bool) (out []byte, lone bool) {
 	if !escaped {
-		// Without escapes a valid literal is already canonical: raw UTF-8
-		// with no control bytes, quotes or backslashes inside.
+		// Without escapes or surrogates a valid literal is already
+		// canonical: UTF-8 with no control bytes, quotes or backslashes.
 		return append(dst, lit...), false
 	}
 	dst = append(dst, '"')
@@ -297,6 +333,8 @@ func appendCanonString(dst, lit []byte, escaped bool) (out []byte, lone bool) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c != '\\' {
+			// In a valid literal, ED followed by A0..BF is a surrogate.
+			lone = lone || c == 0xED && s[i+1] >= 0xA0
 			dst = append(dst, c)
 			i++
 			continue
@@ -313,7 +351,7 @@ func appendCanonString(dst, lit []byte, escaped bool) (out []byte, lone bool) {
 		}
 		r, n, isLone := unicodeEscape(s, i)
 		if isLone {
-			dst = append(dst, s[i:i+6]...)
+			dst = append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
 			lone = true
 		} else {
 			dst = appendCanonRune(dst, r)

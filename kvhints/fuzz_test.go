@@ -13,6 +13,7 @@ func addSeeds(f *testing.F, add func(string)) {
 		refEnvelope, `null`, `{}`, `[]`, `"x"`, `{"protocol_version":"0.2"}`,
 		env(`{"a":NaN}`), env(`{"a":"\ud800"}`), env(`{"a":18446744073709551616}`),
 		env(`{"a":{"b":1,"b":2}}`), env(`{"a":` + nest(130, "1") + `}`),
+		env("{\"a\":\"\xed\xa0\x80\"}"), env("{\"\xed\xbf\xbf\":\"\xed\xa0\xbd\xed\xb8\x80\"}"),
 		"{\n \"protocol_version\" : \"0\\u002e1\", \"message_id\":\"m\", \"actions\":[]}",
 	} {
 		add(s)
@@ -47,7 +48,12 @@ func FuzzAdmit(f *testing.F) {
 		if err := json.Compact(&compact, b); err != nil || !bytes.Equal(compact.Bytes(), b) {
 			t.Fatalf("canonical form is not compact: %q", b)
 		}
-		if json.Valid(raw) && utf8.Valid(raw) {
+		// A string of an admitted envelope is valid UTF-8, so an encoded
+		// surrogate, which the tokenizer reads as Python does, is not.
+		if !utf8.Valid(raw) {
+			t.Fatalf("admitted an envelope that is not UTF-8: %q", raw)
+		}
+		if json.Valid(raw) {
 			if !sameJSON(t, raw, b) {
 				t.Fatalf("canonical form %q changes the meaning of %q", b, raw)
 			}
@@ -81,16 +87,20 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 func FuzzRewrite(f *testing.F) {
 	for _, s := range []string{
 		`{"a":1, "kv_hints":{}, "b":2}`, `{ "kv_hints":{} }`, `{"kv\u005fhints":1,"x":[{"kv_hints":2}]}`,
-		`{"kv_hints":null,"kv_hints":1}`, "\xef\xbb\xbf{\"kv_hints\":1}", `[{"kv_hints":1}]`,
+		`{"kv_hints":null,"kv_hints":1}`, `{"kv_hints":1,"kv_hints":null}`, "\xef\xbb\xbf{\"kv_hints\":1}", `[{"kv_hints":1}]`,
 		`{"m":"\\\"kv_hints\":1","kv_hints":` + refEnvelope + `}`, `{"t":NaN,"kv_hints":{}}`, `{} {}`,
+		"{\"p\":\"\xed\xa0\x80\",\"kv_hints\":{\"\xed\xbf\xbf\":1}}", "{\"kv_hints\":\"\xed\xa0\"}",
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
 	addSeeds(f, func(s string) { f.Add([]byte(`{"x":0,"kv_hints":`+s+`}`), true) })
+	// More members than a scan holds at a time.
+	f.Add(manyMembers(hintRecords+3, func(i int) bool { return i%3 != 1 }), false)
+	f.Add(manyMembers(2*hintRecords+1, func(i int) bool { return i > 0 }), true)
 	f.Fuzz(func(t *testing.T, body []byte, trusted bool) {
 		out, res := Rewrite(body, Policy{Trusted: trusted})
-		parsable := json.Valid(body) && utf8.Valid(body)
+		parsable := json.Valid(body) && pythonUTF8(body)
 		if res.Outcome == OutcomeRejected {
 			if out != nil || res.Status != 400 {
 				t.Fatalf("rejection with %d and %d bytes", res.Status, len(out))
@@ -122,11 +132,23 @@ func FuzzRewrite(f *testing.F) {
 				rest = append(rest, m)
 			}
 		}
-		var restIn []member2
+		var restIn, hintsIn []member2
 		for _, m := range in {
 			if m.name != "kv_hints" {
 				restIn = append(restIn, m)
+			} else {
+				hintsIn = append(hintsIn, m)
 			}
+		}
+		// A hint is counted exactly when the worker would read one: the
+		// last member, as Python keeps the last of duplicates, is not null.
+		counted := res.Outcome == OutcomeStripped || res.Outcome == OutcomeDiscarded || res.Outcome == OutcomeAdmitted
+		if len(hintsIn) == 0 {
+			if res.Outcome != OutcomeNoHint {
+				t.Fatalf("%v without a kv_hints member: %q", res.Outcome, body)
+			}
+		} else if lastNull := string(hintsIn[len(hintsIn)-1].raw) == "null"; counted == lastNull {
+			t.Fatalf("%v, but the last of %d kv_hints members is %q: %q", res.Outcome, len(hintsIn), hintsIn[len(hintsIn)-1].raw, body)
 		}
 		// The rest of the body is unchanged, member for member.
 		if len(rest) != len(restIn) {
@@ -144,7 +166,10 @@ func FuzzRewrite(f *testing.F) {
 			if len(hints) != 1 || !bytes.Equal(hints[0].raw, res.Snapshot.b) {
 				t.Fatalf("admitted, but the worker would read %q", out)
 			}
-		case res.Outcome == OutcomeNullHint && trusted:
+			if string(hints[0].key) != `"kv_hints"` {
+				t.Fatalf("admitted under the key %s: %q", hints[0].key, out)
+			}
+		case res.Outcome == OutcomeNullHint && trusted && len(hintsIn) == 1:
 			if len(hints) != 1 || string(hints[0].raw) != "null" {
 				t.Fatalf("null hint changed: %q", out)
 			}
@@ -154,15 +179,34 @@ func FuzzRewrite(f *testing.F) {
 	})
 }
 
+// pythonUTF8 reports whether Python decodes b for json.loads, that is with
+// "surrogatepass": valid UTF-8 where each invalid sequence is the
+// three-byte encoding of a surrogate, ED A0..BF 80..BF. It is written from
+// that definition, apart from the scanner's encodedSurrogate.
+func pythonUTF8(b []byte) bool {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			if len(b) < 3 || b[0] != 0xED || b[1] < 0xA0 || b[1] > 0xBF || b[2] < 0x80 || b[2] > 0xBF {
+				return false
+			}
+			n = 3
+		}
+		b = b[n:]
+	}
+	return true
+}
+
 type member2 struct {
-	name string
-	raw  []byte
+	name     string
+	key, raw []byte // the key's literal, the compacted value
 }
 
 // topMembers lists the top-level members of a JSON object with
 // encoding/json, duplicates included, with compacted raw values.
 func topMembers(b []byte) ([]member2, bool) {
-	d := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))))
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	tok, err := d.Token()
 	if err != nil {
@@ -173,17 +217,19 @@ func topMembers(b []byte) ([]member2, bool) {
 	}
 	var ms []member2
 	for d.More() {
+		before := d.InputOffset()
 		k, err := d.Token()
 		if err != nil {
 			return nil, false
 		}
+		key := bytes.TrimLeft(b[before:d.InputOffset()], " \t\r\n,")
 		var raw json.RawMessage
 		if err := d.Decode(&raw); err != nil {
 			return nil, false
 		}
 		var c bytes.Buffer
 		json.Compact(&c, raw)
-		ms = append(ms, member2{name: k.(string), raw: c.Bytes()})
+		ms = append(ms, member2{name: k.(string), key: key, raw: c.Bytes()})
 	}
 	if _, err := d.Token(); err != nil {
 		return nil, false

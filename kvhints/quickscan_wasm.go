@@ -1,6 +1,6 @@
 package kvhints
 
-// quickScan is implemented in quickscan_wasm.s.
+// quickScan is implemented in quickscan_wasm.s and driven by quick.go.
 //
 //go:noescape
-func quickScan(b []byte, i int, stack []byte, out []int64) int
+func quickScan(b []byte, st *quickState, stack []byte) int

@@ -12,7 +12,9 @@ type Outcome uint8
 const (
 	// OutcomeNoHint: the body has no top-level kv_hints member.
 	OutcomeNoHint Outcome = iota
-	// OutcomeNullHint: every kv_hints member is null; nothing is counted.
+	// OutcomeNullHint: the worker would read null, since the last kv_hints
+	// member is null (Python keeps the last of duplicate members); nothing
+	// is counted.
 	OutcomeNullHint
 	// OutcomeStripped: untrusted, and a non-null hint was removed.
 	OutcomeStripped
@@ -84,12 +86,18 @@ type Rewriter struct {
 	NoSnapshot bool
 
 	out     []byte
-	stack   []byte
-	hints   []member
+	stack   []byte // the scanners' container stack
 	admit   Admitter
 	scratch [64]byte
-	closers [64]byte  // quickScan's container stack
-	quick   [26]int64 // quickScan's output
+	vs      quickState // skip's
+	calls   int        // quickScan calls for the last body (a test's measure of work)
+
+	st    scanState // the kv_hints members the scan holds
+	hints hintSet   // what all of them add up to
+	// Removal in progress: r.out holds the body up to from, with every
+	// member handed to cut so far taken out.
+	cutting bool
+	from    int
 }
 
 // member is one top-level kv_hints member of the body.
@@ -97,6 +105,28 @@ type member struct {
 	idx              int // position among all top-level members
 	key, val, valEnd int // offsets of the key's quote, the value, the value's end
 	next             int // offset of the next member's key, or -1 when last
+}
+
+// hintRecords is how many kv_hints members a scan holds at a time. When
+// more come, those held are cut out of the body into the output at once
+// (see Rewriter.flush): the rewrite's memory does not depend on how many
+// members a body has, and a body of a million of them, which only a
+// hostile client sends, costs one pass.
+const hintRecords = 64
+
+// scanState is what the body scan carries from member to member:
+// st.firstKept, and st.n members held in recs. quickScan writes the
+// records right after its state, so recs must follow it.
+type scanState struct {
+	quickState
+	recs [hintRecords]member
+}
+
+// hintSet sums up the kv_hints members of a body.
+type hintSet struct {
+	count    int
+	first    member // the first of them, the one admission reads
+	lastNull bool   // the last one is null: the worker reads no hint
 }
 
 // Reserve makes room for a rewritten body of n bytes, so that no later
@@ -123,183 +153,234 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 		// and the worker answers an empty POST itself.
 		return body, Result{Outcome: OutcomeNoHint}
 	}
-	firstKept, msg := r.scan(body)
-	if msg != "" {
+	if msg := r.scan(body); msg != "" {
 		return nil, reject(400, msg)
 	}
-	if len(r.hints) == 0 {
+	if r.hints.count == 0 {
 		return body, Result{Outcome: OutcomeNoHint}
 	}
-	nonNull := false
-	for _, h := range r.hints {
-		if string(body[h.val:h.valEnd]) != "null" {
-			nonNull = true
-			break
-		}
-	}
+	// What the worker would read: with duplicates, Python keeps the last.
+	lastNull := r.hints.lastNull
 	if !p.Trusted {
 		res := Result{Outcome: OutcomeNullHint}
-		if nonNull {
+		if !lastNull {
 			res = Result{Outcome: OutcomeStripped, Reason: ReasonUntrusted}
 		}
-		return r.remove(body, firstKept), res
+		return r.remove(body), res
 	}
-	if len(r.hints) > 1 {
-		return r.remove(body, firstKept), Result{Outcome: OutcomeDiscarded, Reason: ReasonMalformed}
+	if r.hints.count > 1 {
+		// Every member goes, so that no reader that keeps another
+		// duplicate than Python does sees a hint we did not admit.
+		res := Result{Outcome: OutcomeDiscarded, Reason: ReasonMalformed}
+		if lastNull {
+			res = Result{Outcome: OutcomeNullHint}
+		}
+		return r.remove(body), res
 	}
-	if !nonNull {
+	if lastNull {
 		return body, Result{Outcome: OutcomeNullHint}
 	}
-	h := r.hints[0]
+	h := r.hints.first
 	canon, reason := r.admit.admit(body[h.val:h.valEnd], p.Limits)
 	if canon == nil {
-		return r.remove(body, firstKept), Result{Outcome: OutcomeDiscarded, Reason: reason}
+		return r.remove(body), Result{Outcome: OutcomeDiscarded, Reason: reason}
 	}
 	res := Result{Outcome: OutcomeAdmitted}
 	if !r.NoSnapshot {
 		res.Snapshot = new(Snapshot)
 		_ = layout(bytes.Clone(canon), &r.admit.canon, res.Snapshot) // checked by admit
 	}
-	out := append(r.out[:0], body[:h.val]...)
+	// The envelope goes out under the literal key, whatever spelling it
+	// came under, so that a reader matching the key byte for byte sees it
+	// too. An escaped spelling is longer, so the body never grows.
+	keyEnd := h.key + len(hintKey)
+	if keyEnd > len(body) || string(body[h.key:keyEnd]) != hintKey {
+		keyEnd, _, _ = scanString(body, h.key) // scanned before: no error
+	}
+	out := append(r.out[:0], body[:h.key]...)
+	out = append(out, hintKey...)
+	out = append(out, body[keyEnd:h.val]...)
 	out = append(out, canon...)
 	out = append(out, body[h.valEnd:]...)
 	r.out = out
 	return out, res
 }
 
+// hintKey is the literal every admitted envelope is forwarded under.
+const hintKey = `"kv_hints"`
+
 func reject(status int, msg string) Result {
 	return Result{Outcome: OutcomeRejected, Status: status, Message: msg}
 }
 
-// scan reads the body as Python's json.loads does and records every
-// top-level kv_hints member. It returns the index of the first top-level
-// member that is not a hint (-1 if none), or a message when the body is not
+// scan reads the body as Python's json.loads does and finds every
+// top-level kv_hints member: r.hints sums them up, and r.st holds those
+// not yet cut out (see flush), with the index of the first top-level
+// member that is not a hint. It returns a message when the body is not
 // acceptable JSON.
-func (r *Rewriter) scan(b []byte) (firstKept int, msg string) {
-	r.hints = r.hints[:0]
+func (r *Rewriter) scan(b []byte) (msg string) { return r.scanBody(b, bulkPlain) }
+
+// scanBody is scan, with quickScan when quick is set and it can.
+func (r *Rewriter) scanBody(b []byte, quick bool) (msg string) {
+	r.reset()
 	if m := unsupportedEncoding(b); m != "" {
-		return -1, m
+		return m
 	}
 	i := 0
 	if hasPrefix(b, "\xef\xbb\xbf") {
 		i = 3
 	}
-	if bulkPlain {
-		if n := quickScan(b, i, r.closers[:], r.quick[:]); n >= 0 {
-			for k := range n {
-				q := r.quick[1+5*k : 6+5*k]
-				r.hints = append(r.hints, member{idx: int(q[0]), key: int(q[1]), val: int(q[2]), valEnd: int(q[3]), next: int(q[4])})
-			}
-			return int(r.quick[0]), ""
-		}
+	if quick && bulkPlain {
+		return r.scanQuick(b, i)
 	}
 	return r.scanGo(b, i)
 }
 
+// reset forgets the last body's members.
+func (r *Rewriter) reset() {
+	r.st.firstKept, r.st.n, r.calls = -1, 0, 0
+	r.hints = hintSet{}
+	r.cutting, r.from = false, 0
+}
+
+// tally adds the members held in r.st to r.hints.
+func (r *Rewriter) tally(b []byte) {
+	for _, h := range r.st.recs[:r.st.n] {
+		if r.hints.count == 0 {
+			r.hints.first = h
+		}
+		r.hints.count++
+		r.hints.lastNull = string(b[h.val:h.valEnd]) == "null"
+	}
+}
+
+// flush is called when r.st is full and another member starts: more than
+// hintRecords members mean removal whatever the policy (untrusted removes
+// all; trusted discards several), so the members held are tallied and cut
+// out of the body into r.out now, and r.st is free for the next ones.
+func (r *Rewriter) flush(b []byte) {
+	r.tally(b)
+	r.cut(b)
+}
+
+// blankBody is the message for a body of whitespace only.
+const blankBody = "request body holds only whitespace; expected a JSON object"
+
 // scanGo is scan after the encoding checks, from offset i, in Go.
-func (r *Rewriter) scanGo(b []byte, i int) (firstKept int, msg string) {
+func (r *Rewriter) scanGo(b []byte, i int) (msg string) {
 	i = skipWS(b, i)
 	if i == len(b) {
-		return -1, "request body holds only whitespace; expected a JSON object"
+		return blankBody
 	}
-	firstKept = -1
+	st := &r.st
 	if b[i] != '{' {
 		// No member can be a hint; the value only has to be valid JSON.
 		end, err := r.skipValue(b, i)
 		if err != nil {
-			return -1, invalidJSON(err, 0, "")
+			return invalidJSON(err)
 		}
 		i = end
 	} else if i = skipWS(b, i+1); i < len(b) && b[i] == '}' {
 		i++
 	} else {
 		for idx := 0; ; idx++ {
+			// As quickScan: first the record of the member before, then
+			// room for this one, then its name.
+			if n := st.n; n > 0 && st.recs[n-1].next == -1 && st.recs[n-1].idx == idx-1 {
+				st.recs[n-1].next = i
+			}
+			if st.n == len(st.recs) {
+				r.flush(b)
+			}
 			if i >= len(b) || b[i] != '"' {
-				return -1, invalidJSON(nil, i, "expecting property name enclosed in double quotes")
+				return invalidJSON(errAt(i, errName))
 			}
 			kend, escaped, err := scanString(b, i)
 			if err != nil {
-				return -1, invalidJSON(err, 0, "")
-			}
-			if n := len(r.hints); n > 0 && r.hints[n-1].next == -1 && r.hints[n-1].idx == idx-1 {
-				r.hints[n-1].next = i
+				return invalidJSON(err)
 			}
 			key := i
 			if i = skipWS(b, kend); i >= len(b) || b[i] != ':' {
-				return -1, invalidJSON(nil, i, "expecting ':' delimiter")
+				return invalidJSON(errAt(i, errColon))
 			}
 			val := skipWS(b, i+1)
 			end, err := r.skipValue(b, val)
 			if err != nil {
-				return -1, invalidJSON(err, 0, "")
+				return invalidJSON(err)
 			}
 			if isHintKey(b[key:kend], escaped, r.scratch[:0]) {
-				r.hints = append(r.hints, member{idx: idx, key: key, val: val, valEnd: end, next: -1})
-			} else if firstKept < 0 {
-				firstKept = idx
+				st.recs[st.n] = member{idx: idx, key: key, val: val, valEnd: end, next: -1}
+				st.n++
+			} else if st.firstKept < 0 {
+				st.firstKept = idx
 			}
 			if i = skipWS(b, end); i < len(b) && b[i] == '}' {
 				i++
 				break
 			}
 			if i >= len(b) || b[i] != ',' {
-				return -1, invalidJSON(nil, i, "expecting ',' delimiter")
+				return invalidJSON(errAt(i, errComma))
 			}
 			i = skipWS(b, i+1)
 		}
 	}
 	if j := skipWS(b, i); j != len(b) {
-		return -1, invalidJSON(nil, j, "extra data")
+		return invalidJSON(errAt(j, errExtra))
 	}
-	return firstKept, ""
+	r.tally(b)
+	return ""
 }
 
-// skipValue is skipValue with the Rewriter's buffers. On wasm it tries
-// quickSkipValue first, which is compact and fast but leaves anything
-// unusual (errors, deep nesting) to skipValue; natively quickSkipValue
-// always declines and the compiler drops the call.
+// skipValue is skip with the Rewriter's buffers.
 func (r *Rewriter) skipValue(b []byte, i int) (int, error) {
 	if bulkPlain {
-		if end := quickSkipValue(b, i, r.closers[:]); end >= 0 {
-			return end, nil
-		}
+		r.calls++
 	}
-	end, stack, err := skipValue(b, i, r.stack)
+	end, stack, err := skip(b, i, r.stack, &r.vs)
 	r.stack = stack
 	return end, err
 }
 
-// invalidJSON is the message of a body that is not JSON: err's, or what at
-// byte off. It is kept out of line so that the message is built in one
-// place and the member loop stays small (half the wasm size; no measured
-// change in time).
+// invalidJSON is the message of a body that is not JSON. It is kept out of
+// line so that the message is built in one place and the member loop
+// stays small (half the wasm size; no measured change in time).
 //
 //go:noinline
-func invalidJSON(err error, off int, what string) string {
-	if err != nil {
-		return "request body is not valid JSON: " + err.Error()
-	}
-	return "request body is not valid JSON: " + what + " at byte " + strconv.Itoa(off)
+func invalidJSON(err error) string {
+	return "request body is not valid JSON: " + err.Error()
 }
 
 // isHintKey reports whether a top-level key literal names kv_hints once
 // decoded, as Python would decode it.
 func isHintKey(lit []byte, escaped bool, scratch []byte) bool {
 	if !escaped {
-		return string(lit) == `"kv_hints"`
+		return string(lit) == hintKey
 	}
 	return keyIs(lit, "kv_hints", scratch)
 }
 
-// remove returns the body without its kv_hints members. The text before the
-// first member and after the last one stays; each kept member keeps the
-// separator that preceded it, except the first kept member, which needs
-// none. So a member before the first kept one is cut with the separator
-// after it, and any later one with the separator before it.
-func (r *Rewriter) remove(b []byte, firstKept int) []byte {
-	out := r.out[:0]
-	from := 0
-	for _, h := range r.hints {
+// remove returns the body without its kv_hints members: those cut out
+// already and those still held. The text before the first member and after
+// the last one stays; each kept member keeps the separator that preceded
+// it, except the first kept member, which needs none. So a member before
+// the first kept one is cut with the separator after it, and any later
+// one with the separator before it.
+func (r *Rewriter) remove(b []byte) []byte {
+	r.cut(b)
+	r.out = append(r.out, b[r.from:]...)
+	return r.out
+}
+
+// cut appends the body from r.from to r.out up to each member held, moves
+// r.from past the member and empties r.st. Which separator goes with a
+// member depends only on the members before it, so members can be cut
+// while the scan goes on: st.firstKept is final for every member held.
+func (r *Rewriter) cut(b []byte) {
+	if !r.cutting {
+		r.out, r.from, r.cutting = r.out[:0], 0, true
+	}
+	out, from, firstKept := r.out, r.from, r.st.firstKept
+	for _, h := range r.st.recs[:r.st.n] {
 		cutStart, cutEnd := h.key, h.valEnd
 		switch {
 		case firstKept >= 0 && h.idx > firstKept:
@@ -307,12 +388,12 @@ func (r *Rewriter) remove(b []byte, firstKept int) []byte {
 		case h.next >= 0:
 			cutEnd = h.next
 		}
-		out = append(out, b[from:cutStart]...)
+		if cutStart > from {
+			out = append(out, b[from:cutStart]...)
+		}
 		from = cutEnd
 	}
-	out = append(out, b[from:]...)
-	r.out = out
-	return out
+	r.out, r.from, r.st.n = out, from, 0
 }
 
 // separatorStart returns where the separator before the member whose key

@@ -1,6 +1,9 @@
 package kvhints
 
 import (
+	"bytes"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -18,6 +21,9 @@ func TestRewriteUntrusted(t *testing.T) {
 		{"only", `{ "kv_hints":{} }`, `{  }`, OutcomeStripped},
 		{"null only", `{"kv_hints":null}`, `{}`, OutcomeNullHint},
 		{"null and value", `{"kv_hints":null,"a":1,"kv_hints":[1]}`, `{"a":1}`, OutcomeStripped},
+		{"value then null", `{"kv_hints":[1],"a":1,"kv_hints":null}`, `{"a":1}`, OutcomeNullHint},
+		{"last of three null", `{"kv_hints":1,"kv_hints":2,"kv_hints":null}`, `{}`, OutcomeNullHint},
+		{"last of three not null", `{"kv_hints":null,"kv_hints":null,"kv_hints":0}`, `{}`, OutcomeStripped},
 		{"escaped key", `{"kv\u005fhints":1,"a":2}`, `{"a":2}`, OutcomeStripped},
 		{"all escaped", `{"a":0,"\u006b\u0076\u005f\u0068\u0069\u006e\u0074\u0073":"x"}`, `{"a":0}`, OutcomeStripped},
 		{"three of them", "{\"kv_hints\":1,\n\"kv_hints\":2 , \"x\":3,\t\"kv_hints\":4,\"y\":5,\"kv_hints\":6}", "{\"x\":3,\"y\":5}", OutcomeStripped},
@@ -30,6 +36,9 @@ func TestRewriteUntrusted(t *testing.T) {
 		{"non-object top", `[{"kv_hints":1}]`, "", OutcomeNoHint},
 		{"string top", `"kv_hints"`, "", OutcomeNoHint},
 		{"trailing whitespace", "{\"kv_hints\":1}\n", "{}\n", OutcomeStripped},
+		{"encoded surrogate kept", "{\"p\":\"\xed\xa0\x80\xed\xb8\x80\",\"kv_hints\":1}", "{\"p\":\"\xed\xa0\x80\xed\xb8\x80\"}", OutcomeStripped},
+		{"encoded surrogate in hint", "{\"kv_hints\":{\"\xed\xbf\xbf\":\"\xed\xa0\x80\"},\"a\":1}", `{"a":1}`, OutcomeStripped},
+		{"encoded surrogate in key", "{\"\xed\xa0\x80\":1}", "", OutcomeNoHint},
 		{"deep elsewhere", `{"d":` + nest(100000, "0") + `,"kv_hints":1}`, `{"d":` + nest(100000, "0") + `}`, OutcomeStripped},
 	}
 	for _, c := range cases {
@@ -57,14 +66,22 @@ func TestRewriteTrusted(t *testing.T) {
 		reason           Reason
 	}{
 		{"admitted verbatim", `{"a":1,"kv_hints":` + refEnvelope + `}`, "", OutcomeAdmitted, ReasonNone},
-		{"admitted canonicalised", `{"a":1, "kv\u005fhints" : ` + pretty + ` ,"b":2}`, `{"a":1, "kv\u005fhints" : ` + refEnvelope + ` ,"b":2}`, OutcomeAdmitted, ReasonNone},
+		{"admitted canonicalised", `{"a":1, "kv\u005fhints" : ` + pretty + ` ,"b":2}`, `{"a":1, "kv_hints" : ` + refEnvelope + ` ,"b":2}`, OutcomeAdmitted, ReasonNone},
+		{"escaped key made literal", `{"\u006b\u0076\u005f\u0068\u0069\u006e\u0074\u0073":` + refEnvelope + `}`, `{"kv_hints":` + refEnvelope + `}`, OutcomeAdmitted, ReasonNone},
+		{"escaped key, discarded", `{"kv\u005fhints":{},"a":1}`, `{"a":1}`, OutcomeDiscarded, ReasonMalformed},
+		{"escaped key, null kept", `{"kv\u005fhints":null}`, "", OutcomeNullHint, ReasonNone},
 		{"null kept", `{"kv_hints":null}`, "", OutcomeNullHint, ReasonNone},
 		{"two members", `{"kv_hints":null,"kv_hints":` + refEnvelope + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
+		{"two members, last null", `{"kv_hints":` + refEnvelope + `,"a":1,"kv_hints":null}`, `{"a":1}`, OutcomeNullHint, ReasonNone},
+		{"two nulls", `{"kv_hints":null,"kv_hints":null}`, `{}`, OutcomeNullHint, ReasonNone},
+		{"two envelopes", `{"kv_hints":` + refEnvelope + `,"kv_hints":` + refEnvelope + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
 		{"unknown version", `{"kv_hints":{"protocol_version":"0.2"},"a":1}`, `{"a":1}`, OutcomeDiscarded, ReasonUnknownVersion},
 		{"malformed", `{"a":1,"kv_hints":{"protocol_version":"0.1"}}`, `{"a":1}`, OutcomeDiscarded, ReasonMalformed},
 		{"not an object", `{"kv_hints":"x"}`, `{}`, OutcomeDiscarded, ReasonMalformed},
 		{"NaN inside", `{"kv_hints":` + env(`{"a":NaN}`) + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
 		{"oversized", `{"kv_hints":` + env(`{"s":"`+strings.Repeat("x", 70000)+`"}`) + `}`, `{}`, OutcomeDiscarded, ReasonOversized},
+		{"encoded surrogate inside", `{"kv_hints":` + env("{\"a\":\"\xed\xa0\x80\"}") + `}`, `{}`, OutcomeDiscarded, ReasonMalformed},
+		{"encoded surrogate outside", "{\"p\":\"\xed\xa0\x80\",\"kv_hints\":" + refEnvelope + "}", "", OutcomeAdmitted, ReasonNone},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -107,7 +124,11 @@ func TestRewriteRejects(t *testing.T) {
 		{"minus alone", `{"a":-}`, 400, "number"},
 		{"-NaN", `{"a":-NaN}`, 400, "number"},
 		{"invalid utf8", "{\"a\":\"\xff\"}", 400, "UTF-8"},
-		{"utf8 surrogate", "{\"a\":\"\xed\xa0\x80\"}", 400, "UTF-8"},
+		{"truncated surrogate", "{\"a\":\"\xed\xa0\"}", 400, "UTF-8"},
+		{"surrogate cut short", "{\"a\":\"\xed\xa0A\"}", 400, "UTF-8"},
+		{"surrogate at the end", "{\"a\":\"\xed\xbf", 400, "UTF-8"},
+		{"surrogate outside a string", "{\"a\":\xed\xa0\x80}", 400, "value"},
+		{"overlong surrogate", "{\"a\":\"\xe0\xa0\x80\xed\x80\xc0\"}", 400, "UTF-8"},
 		{"utf16le bom", "\xff\xfe{\x00}\x00", 400, "UTF-16"},
 		{"utf16be", "\x00{\x00}", 400, "UTF-16"},
 		{"utf32le", "{\x00\x00\x00}\x00\x00\x00", 400, "UTF-32"},
@@ -217,6 +238,150 @@ func TestOutcomeStrings(t *testing.T) {
 	for o, s := range want {
 		if o.String() != s {
 			t.Errorf("%d: %q", o, o)
+		}
+	}
+}
+
+// TestUTF8AsPythonReadsIt holds the body scanner to pythonUTF8 on every
+// two-byte sequence and on every three-byte sequence whose last byte is
+// one of a set that straddles each range boundary, inside a string: a
+// body is read exactly when Python's json.loads would decode it.
+func TestUTF8AsPythonReadsIt(t *testing.T) {
+	var r Rewriter
+	check := func(seq []byte) {
+		body := append(append([]byte(`{"p":"`), seq...), `"}`...)
+		_, res := r.Rewrite(body, Policy{})
+		want := pythonUTF8(seq) && !bytes.ContainsAny(seq, "\"\\") && !bytes.ContainsFunc(seq, func(c rune) bool { return c < 0x20 })
+		if got := res.Outcome != OutcomeRejected; got != want {
+			t.Fatalf("% x: read %v, want %v (%s)", seq, got, want, res.Message)
+		}
+	}
+	lasts := []byte{0x00, 0x22, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff}
+	for a := 0x80; a < 0x100; a++ {
+		for b := 0; b < 0x100; b++ {
+			check([]byte{byte(a), byte(b)})
+			for _, c := range lasts {
+				check([]byte{byte(a), byte(b), c})
+			}
+		}
+	}
+}
+
+// manyMembers returns a body of n top-level members, each a kv_hints
+// member where hint(i) says so, with separators and whitespace that vary
+// from member to member.
+func manyMembers(n int, hint func(i int) bool) []byte {
+	seps := []string{",", " ,", ", ", "\n,\t", ",\r\n  "}
+	b := []byte("{ ")
+	for i := range n {
+		if i > 0 {
+			b = append(b, seps[i%len(seps)]...)
+		}
+		if hint(i) {
+			key := `"kv_hints"`
+			if i%7 == 3 {
+				key = `"kv\u005fhints"`
+			}
+			vals := []string{"[" + strconv.Itoa(i) + "]", `{"x":"}"}`, "null", strconv.Itoa(i), `"\","`}
+			colon := []string{":", " : "}[i%2]
+			b = append(b, key+colon+vals[i%len(vals)]...)
+		} else {
+			b = append(b, `"k`+strconv.Itoa(i)+`":`+strconv.Itoa(i)...)
+		}
+	}
+	return append(b, " }\n"...)
+}
+
+// refRemove is the removal rule written from its definition (tests/vectors
+// README): the text before the first member, each kept member preceded by
+// the text before it unless it is the first kept one, the text after the
+// last member.
+func refRemove(t *testing.T, b []byte) []byte {
+	type span struct {
+		start, end int
+		hint       bool
+	}
+	var ms []span
+	i := skipWS(b, 1)
+	for b[i] != '}' {
+		kend, escaped, err := scanString(b, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hint := isHintKey(b[i:kend], escaped, nil)
+		v := skipWS(b, skipWS(b, kend)+1)
+		end, _, err := skipValue(b, v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, span{i, end, hint})
+		if i = skipWS(b, end); b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+	}
+	out := append([]byte(nil), b[:ms[0].start]...)
+	first := true
+	for k, m := range ms {
+		if m.hint {
+			continue
+		}
+		if !first {
+			out = append(out, b[ms[k-1].end:m.start]...)
+		}
+		out = append(out, b[m.start:m.end]...)
+		first = false
+	}
+	return append(out, b[ms[len(ms)-1].end:]...)
+}
+
+// TestManyHintMembers: bodies with more kv_hints members than a scan holds
+// at a time are cut as they are read; the result is the removal rule's,
+// whatever the mix and whichever scan (Go or quickScan) reads them.
+func TestManyHintMembers(t *testing.T) {
+	var r Rewriter
+	for _, n := range []int{1, 2, hintRecords - 1, hintRecords, hintRecords + 1, 2 * hintRecords, 2*hintRecords + 1, 1000} {
+		for name, hint := range map[string]func(int) bool{
+			"all":         func(int) bool { return true },
+			"all but one": func(i int) bool { return i != n/2 },
+			"odd":         func(i int) bool { return i%2 == 1 },
+			"first kept":  func(i int) bool { return i > 0 },
+			"last kept":   func(i int) bool { return i < n-1 },
+			"runs":        func(i int) bool { return i%100 < 70 },
+		} {
+			body := manyMembers(n, hint)
+			want := refRemove(t, body)
+			for _, p := range []Policy{{}, {Trusted: true}} {
+				out, res := r.Rewrite(body, p)
+				if res.Outcome == OutcomeRejected || (res.Outcome == OutcomeNoHint) != bytes.Equal(want, body) {
+					t.Fatalf("%d %s trusted=%v: %v %s", n, name, p.Trusted, res.Outcome, res.Message)
+				}
+				if res.Outcome != OutcomeAdmitted && res.Outcome != OutcomeNullHint && !bytes.Equal(out, want) {
+					t.Fatalf("%d %s trusted=%v: got\n%q\nwant\n%q", n, name, p.Trusted, out, want)
+				}
+			}
+		}
+	}
+}
+
+// TestRewriteMemoryIsFlat: the memory a rewrite allocates does not grow
+// with the number of kv_hints members; before, each one took a record.
+func TestRewriteMemoryIsFlat(t *testing.T) {
+	for _, n := range []int{1000, 100000} {
+		body := manyMembers(n, func(int) bool { return true })
+		var r Rewriter
+		r.Reserve(len(body))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		out, res := r.Rewrite(body, Policy{})
+		runtime.ReadMemStats(&after)
+		if res.Outcome != OutcomeStripped || strings.TrimSpace(string(out)) != "{  }" {
+			t.Fatalf("%d members: %v %q", n, res.Outcome, out)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 16<<10 {
+			t.Errorf("%d members: the rewrite allocated %d bytes", n, got)
+		}
+		if a := testing.AllocsPerRun(3, func() { r.Rewrite(body, Policy{Trusted: true}) }); a != 0 {
+			t.Errorf("%d members: %v allocations per rewrite", n, a)
 		}
 	}
 }

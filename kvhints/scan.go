@@ -8,24 +8,62 @@ import (
 )
 
 // This file is the tokenizer shared by the body scanner and admission. It
-// accepts exactly the JSON that Python's json.loads accepts on UTF-8 bytes
-// (NaN, Infinity and -Infinity as values, any nesting depth), with one
-// deliberate difference: UTF-8-encoded surrogates, which Python decodes with
-// "surrogatepass", are rejected as invalid UTF-8. Rejecting a body the worker
-// would have taken is safe; the reverse would not be.
+// accepts exactly the JSON that Python's json.loads accepts on UTF-8 bytes:
+// NaN, Infinity and -Infinity as values, any nesting depth, and UTF-8 as
+// Python decodes it for json.loads, with "surrogatepass": valid UTF-8 plus
+// the three-byte encodings of the surrogates U+D800..U+DFFF (ED A0..BF
+// 80..BF), which it reads as lone surrogates. Admission refuses those
+// inside an envelope (a string must be valid UTF-8); elsewhere they are
+// just characters, as they are for the worker.
 //
 // Nothing here recurses: containers are tracked on an explicit stack of one
 // byte per level, so depth is limited only by the body size.
 
-// syntaxError describes why bytes are not JSON, with the offset it was found at.
-type syntaxError struct {
-	off int
-	msg string
+// errCode says why bytes are not JSON. The codes are shared with quickScan
+// (quickscan_wasm.s), which reports the same code at the same offset as the Go
+// scanner for every input.
+type errCode uint8
+
+const (
+	errUnterminated errCode = 1 + iota
+	errControl
+	errUTF8
+	errUEscape
+	errEscape
+	errNumber
+	errValue
+	errEnd
+	errComma
+	errName
+	errColon
+	errExtra
+	errBlank // the whole body is whitespace: a message without an offset
+)
+
+var errMessages = [...]string{
+	errUnterminated: "unterminated string",
+	errControl:      "control character in string",
+	errUTF8:         "invalid UTF-8 in string",
+	errUEscape:      "invalid \\u escape",
+	errEscape:       "invalid escape",
+	errNumber:       "invalid number",
+	errValue:        "expecting value",
+	errEnd:          "unexpected end of data",
+	errComma:        "expecting ',' delimiter",
+	errName:         "expecting property name enclosed in double quotes",
+	errColon:        "expecting ':' delimiter",
+	errExtra:        "extra data",
 }
 
-func (e *syntaxError) Error() string { return e.msg + " at byte " + strconv.Itoa(e.off) }
+// syntaxError describes why bytes are not JSON, with the offset it was found at.
+type syntaxError struct {
+	off  int
+	code errCode
+}
 
-func errAt(off int, msg string) error { return &syntaxError{off: off, msg: msg} }
+func (e *syntaxError) Error() string { return errMessages[e.code] + " at byte " + strconv.Itoa(e.off) }
+
+func errAt(off int, code errCode) error { return &syntaxError{off: off, code: code} }
 
 // isWS reports JSON insignificant whitespace, the four bytes Python skips.
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -58,7 +96,9 @@ func stringSpecial(w uint64) uint64 {
 }
 
 // scanString validates the string whose opening quote is at b[i] and returns
-// the offset just past its closing quote and whether it contains an escape.
+// the offset just past its closing quote and whether it contains an escape
+// or an encoded surrogate: escaped is false only for a literal that is
+// already its own canonical form.
 func scanString(b []byte, i int) (end int, escaped bool, err error) {
 	start := i
 	i++
@@ -83,7 +123,7 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 			}
 			i++
 		}
-		return 0, false, errAt(start, "unterminated string")
+		return 0, false, errAt(start, errUnterminated)
 	special:
 		switch c := b[i]; {
 		case c == '"':
@@ -100,15 +140,26 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 			}
 			i += n
 		case c < 0x20:
-			return 0, false, errAt(i, "control character in string")
+			return 0, false, errAt(i, errControl)
 		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size <= 1 {
-				return 0, false, errAt(i, "invalid UTF-8 in string")
+				if !encodedSurrogate(b[i:]) {
+					return 0, false, errAt(i, errUTF8)
+				}
+				escaped, size = true, 3
 			}
 			i += size
 		}
 	}
+}
+
+// encodedSurrogate reports whether b starts with the three-byte encoding of
+// a surrogate (U+D800..U+DFFF): ED, then A0..BF, then 80..BF. UTF-8 forbids
+// it; Python's "surrogatepass" decoding, which json.loads uses on bytes,
+// reads it as a lone surrogate, and nothing else that UTF-8 forbids.
+func encodedSurrogate(b []byte) bool {
+	return len(b) >= 3 && b[0] == 0xED && b[1]&0xE0 == 0xA0 && b[2]&0xC0 == 0x80
 }
 
 // simpleEscape marks the bytes that may follow a backslash on their own.
@@ -118,18 +169,18 @@ var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': t
 // and returns its length in bytes.
 func escapeLen(b []byte, i int) (int, error) {
 	if i+1 >= len(b) {
-		return 0, errAt(i, "unterminated string")
+		return 0, errAt(i, errUnterminated)
 	}
 	switch b[i+1] {
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 		return 2, nil
 	case 'u':
 		if _, ok := hex4(b, i+2); !ok {
-			return 0, errAt(i, "invalid \\u escape")
+			return 0, errAt(i, errUEscape)
 		}
 		return 6, nil
 	}
-	return 0, errAt(i, "invalid escape")
+	return 0, errAt(i, errEscape)
 }
 
 // hex4 decodes the four hex digits at b[i:i+4].
@@ -176,11 +227,11 @@ func scanNumber(b []byte, i int) (int, numKind, error) {
 			if hasPrefix(b[i:], "Infinity") {
 				return i + 8, numNonFinite, nil
 			}
-			return 0, 0, errAt(start, "invalid number")
+			return 0, 0, errAt(start, errNumber)
 		}
 	}
 	if i >= len(b) || b[i] < '0' || b[i] > '9' {
-		return 0, 0, errAt(start, "invalid number")
+		return 0, 0, errAt(start, errNumber)
 	}
 	if b[i] == '0' {
 		i++
@@ -243,7 +294,7 @@ func scanLiteral(b []byte, i int) (int, numKind, error) {
 	case c == 'I' && hasPrefix(b[i:], "Infinity"):
 		return i + 8, numNonFinite, nil
 	}
-	return 0, 0, errAt(i, "expecting value")
+	return 0, 0, errAt(i, errValue)
 }
 
 // push appends closer to a container stack, doubling the stack when it is
@@ -267,7 +318,7 @@ func skipValue(b []byte, i int, stack []byte) (int, []byte, error) {
 	for {
 		// A value is expected at b[i].
 		if i >= len(b) {
-			return 0, stack, errAt(i, "expecting value")
+			return 0, stack, errAt(i, errValue)
 		}
 		switch b[i] {
 		case '{':
@@ -308,7 +359,7 @@ func skipValue(b []byte, i int, stack []byte) (int, []byte, error) {
 			}
 			i = skipWS(b, i)
 			if i >= len(b) {
-				return 0, stack, errAt(i, "unexpected end of data")
+				return 0, stack, errAt(i, errEnd)
 			}
 			closer := stack[len(stack)-1]
 			if b[i] == closer {
@@ -317,7 +368,7 @@ func skipValue(b []byte, i int, stack []byte) (int, []byte, error) {
 				continue
 			}
 			if b[i] != ',' {
-				return 0, stack, errAt(i, "expecting ',' delimiter")
+				return 0, stack, errAt(i, errComma)
 			}
 			i = skipWS(b, i+1)
 			if closer == '}' {
@@ -334,7 +385,7 @@ func skipValue(b []byte, i int, stack []byte) (int, []byte, error) {
 // skipKey scans `"key" :` followed by whitespace, leaving i at the value.
 func skipKey(b []byte, i int) (int, error) {
 	if i >= len(b) || b[i] != '"' {
-		return 0, errAt(i, "expecting property name enclosed in double quotes")
+		return 0, errAt(i, errName)
 	}
 	end, _, err := scanString(b, i)
 	if err != nil {
@@ -342,7 +393,7 @@ func skipKey(b []byte, i int) (int, error) {
 	}
 	i = skipWS(b, end)
 	if i >= len(b) || b[i] != ':' {
-		return 0, errAt(i, "expecting ':' delimiter")
+		return 0, errAt(i, errColon)
 	}
 	return skipWS(b, i+1), nil
 }

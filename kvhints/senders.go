@@ -670,7 +670,7 @@ func (p *sendersParser) str(path string) (string, error) {
 	if err != nil {
 		if se, ok := err.(*syntaxError); ok {
 			p.i = se.off
-			return "", p.fail(path, se.msg)
+			return "", p.fail(path, errMessages[se.code])
 		}
 		return "", p.fail(path, err.Error())
 	}

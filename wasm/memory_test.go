@@ -23,6 +23,20 @@ func hintBody(n int) []byte {
 	return []byte(head + strings.Repeat("x", n-len(head)-2) + `"}`)
 }
 
+// manyHints returns a body of at most n bytes made of nothing but
+// top-level kv_hints members ({"kv_hints":1,"kv_hints":1,...}), 322,638 of
+// them in 4 MiB; stripped, it is {}.
+func manyHints(n int) []byte {
+	const member = `"kv_hints":1,`
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for len(b)+len(member) < n {
+		b = append(b, member...)
+	}
+	b[len(b)-1] = '}'
+	return b
+}
+
 // TestMemoryBounded runs 10,000 mixed requests of up to 4 MiB through the
 // module under wazero with real clocks and checks that linear memory stays
 // where start-up put it: the guest sets aside its body and output buffers
@@ -41,6 +55,7 @@ func TestMemoryBounded(t *testing.T) {
 	}
 	over := hintBody(4<<20 + 1)
 	bad := append(hintBody(1<<20), '}')
+	many := manyHints(4 << 20)
 	plain := []byte(`{"model":"m","prompt":"` + strings.Repeat("y", 100<<10) + `"}`)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const total = 10000
@@ -67,6 +82,12 @@ func TestMemoryBounded(t *testing.T) {
 			bytesIn += int64(len(plain))
 			if !r.forwarded || !bytes.Equal(r.body, plain) {
 				t.Fatalf("request %d: plain body", i)
+			}
+		case k == 3 && i%10 == 0:
+			r = h.request("/v1/completions", many)
+			bytesIn += int64(len(many))
+			if !r.forwarded || string(r.body) != "{}" {
+				t.Fatalf("request %d: many kv_hints members got %d", i, r.status)
 			}
 		default:
 			n := sizes[rng.IntN(len(sizes))]
@@ -103,28 +124,42 @@ func TestMemoryBounded(t *testing.T) {
 // TestMemoryFollowsBodyLimit sends bodies of growing size, up to the
 // configured limit, which is how a guest that grew its buffers step by
 // step reached five times the limit: linear memory must stay where start-up
-// put it, two buffers of the limit and the runtime.
+// put it, two buffers of the limit and the runtime. Bodies made of nothing
+// but kv_hints members, up to the limit, follow in both trust modes: their
+// removal needs no memory per member (it once took 50 MiB for 4 MiB of
+// them, and trapped out of memory at a 32 MiB limit).
 func TestMemoryFollowsBodyLimit(t *testing.T) {
 	for _, limit := range []int{4 << 20, 32 << 20} {
-		h := newWzHost(t, context.Background(), nil, `{"max_body_bytes":`+strconv.Itoa(limit)+`}`)
-		start := h.memSize()
-		for k := 1; k <= 8; k++ {
-			n := limit * k / 8
-			if r := h.request("/v1/completions", hintBody(n)); !r.forwarded || len(r.body) != n-len(`"kv_hints":`+refHint+`,`) {
-				t.Fatalf("limit %d, body %d: %+v", limit, n, r.status)
+		for _, trust := range []string{"", `,"trust_kv_hints":true`} {
+			h := newWzHost(t, context.Background(), nil, `{"max_body_bytes":`+strconv.Itoa(limit)+trust+`}`)
+			start := h.memSize()
+			for k := 1; k <= 8; k++ {
+				n := limit * k / 8
+				want := n - len(`"kv_hints":`+refHint+`,`)
+				if trust != "" {
+					want = n // admitted, already canonical
+				}
+				if r := h.request("/v1/completions", hintBody(n)); !r.forwarded || len(r.body) != want {
+					t.Fatalf("limit %d, body %d: %+v", limit, n, r.status)
+				}
 			}
+			for _, n := range []int{limit / 2, limit} {
+				if r := h.request("/v1/completions", manyHints(n)); !r.forwarded || string(r.body) != "{}" {
+					t.Fatalf("limit %d, %d bytes of kv_hints members: %d", limit, n, r.status)
+				}
+			}
+			end := h.memSize()
+			t.Logf("limit %d MiB%s: linear memory %.1f MiB after configure, %.1f MiB after bodies of 1/8 to 8/8 of it",
+				limit>>20, trust, float64(start)/(1<<20), float64(end)/(1<<20))
+			// What the guest says it needs (the sidecar sizes instances by it).
+			if m := filter.MemoryAt(limit); uint64(start) > m.WorkingSet() || uint64(start) < m.Reserved {
+				t.Errorf("limit %d: %d bytes after configure, outside filter.MemoryAt's reserved %d to working set %d", limit, start, m.Reserved, m.WorkingSet())
+			}
+			if end-start > 1<<20 {
+				t.Errorf("limit %d%s: linear memory grew by %d bytes", limit, trust, end-start)
+			}
+			h.close()
 		}
-		end := h.memSize()
-		t.Logf("limit %d MiB: linear memory %.1f MiB after configure, %.1f MiB after bodies of 1/8 to 8/8 of it",
-			limit>>20, float64(start)/(1<<20), float64(end)/(1<<20))
-		// What the guest says it needs (the sidecar sizes instances by it).
-		if m := filter.MemoryAt(limit); uint64(start) > m.WorkingSet() || uint64(start) < m.Reserved {
-			t.Errorf("limit %d: %d bytes after configure, outside filter.MemoryAt's reserved %d to working set %d", limit, start, m.Reserved, m.WorkingSet())
-		}
-		if end-start > 1<<20 {
-			t.Errorf("limit %d: linear memory grew by %d bytes", limit, end-start)
-		}
-		h.close()
 	}
 }
 

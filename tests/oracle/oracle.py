@@ -110,10 +110,11 @@ def same(a, b):
 
 
 class Member:
-    __slots__ = ("name", "key_start", "value_start", "value_end")
+    __slots__ = ("name", "key_start", "key_end", "value_start", "value_end")
 
-    def __init__(self, name, key_start, value_start, value_end):
-        self.name, self.key_start, self.value_start, self.value_end = name, key_start, value_start, value_end
+    def __init__(self, name, key_start, key_end, value_start, value_end):
+        self.name, self.key_start, self.key_end = name, key_start, key_end
+        self.value_start, self.value_end = value_start, value_end
 
 
 _DECODER = json.JSONDecoder()
@@ -143,12 +144,12 @@ def scan_top(b):
         return prefix, text, members
     while True:
         need(text[i] == '"', "expected a key at offset %d" % i)
-        name, j = json.decoder.scanstring(text, i + 1, True)
-        j = skip_ws(text, j)
+        name, key_end = json.decoder.scanstring(text, i + 1, True)
+        j = skip_ws(text, key_end)
         need(text[j] == ":", "expected ':' at offset %d" % j)
         j = skip_ws(text, j + 1)
         _, end = _DECODER.raw_decode(text, j)
-        members.append(Member(name, i, j, end))
+        members.append(Member(name, i, key_end, j, end))
         k = skip_ws(text, end)
         if text[k] == ",":
             i = skip_ws(text, k + 1)
@@ -185,7 +186,8 @@ def replace_hint(b, canonical):
     hints = [m for m in members if m.name == "kv_hints"]
     need(len(hints) == 1, "expected exactly one kv_hints member in the request, found %d" % len(hints))
     m = hints[0]
-    return enc(prefix, text[:m.value_start] + canonical + text[m.value_end:])
+    # An admitted envelope goes out under the literal key, however spelled.
+    return enc(prefix, text[:m.key_start] + '"kv_hints"' + text[m.key_end:m.value_start] + canonical + text[m.value_end:])
 
 
 def hint_members(b):
@@ -394,20 +396,19 @@ def check_forward_vector(c, req):
         need(not hints, "outcome no_hint but the request has %d top-level kv_hints members" % len(hints))
         return req
     need(hints, "outcome %s but the request has no top-level kv_hints member" % o)
+    # json.loads keeps the last of duplicate members: that one decides.
     if o == "null_hint":
-        need(all(nulls), "null_hint but a kv_hints member is not null")
-        if trusted:
-            need(len(hints) == 1, "trusted null_hint needs exactly one member")
+        need(nulls[-1], "null_hint but the last kv_hints member is not null")
+        if trusted and len(hints) == 1:
             return req
         return remove_hints(req)
     if o == "stripped":
-        need(not all(nulls), "stripped but every kv_hints member is null")
+        need(not nulls[-1], "stripped but the last kv_hints member is null")
         return remove_hints(req)
     if o == "discarded":
+        need(not nulls[-1], "discarded but the last kv_hints member is null")
         if len(hints) > 1:
             need(e["reason"] == "malformed", "several kv_hints members must be discarded as malformed")
-        else:
-            need(not nulls[0], "a single null hint is not discarded")
         return remove_hints(req)
     # admitted
     need(len(hints) == 1, "admitted needs exactly one kv_hints member")
@@ -454,7 +455,9 @@ def check_worker_sees(c, req, fwd):
         prefix, text, _ = hint_members(fwd)
         raw = text[fhints[0].value_start:fhints[0].value_end].encode("utf-8", "surrogatepass")
         need(raw == can.encode("utf-8"), "admitted: forwarded member value bytes != canonical_hint")
-    elif o == "null_hint":
+        key = text[fhints[0].key_start:fhints[0].key_end]
+        need(key == '"kv_hints"', "admitted: forwarded under the key %s, not the literal \"kv_hints\"" % key)
+    elif o == "null_hint" and len(hint_members(req)[2]) == 1:
         need(has and seen["kv_hints"] is None and len(fhints) == 1, "trusted null_hint: worker must see kv_hints = None")
     else:
         need(not has and not fhints, "%s: the worker sees a kv_hints member" % o)

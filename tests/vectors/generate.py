@@ -30,7 +30,7 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 COMPACT_LIMIT = 65536          # docs/spec.md, Admission rules, rule 4
-RAW_BOUND = 1 << 20            # cheap raw bound on the hint value (1 MiB)
+MIB = 1 << 20
 DEFAULT_DEPTH = 128
 BOM = b"\xef\xbb\xbf"
 COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed",
@@ -209,8 +209,8 @@ def model_admit(raw_text, max_depth=DEFAULT_DEPTH):
         return "malformed", None
     if pvs[0] != "0.1":
         return "unknown_version", None
-    if len(raw_text.encode("utf-8", "surrogatepass")) > RAW_BOUND:
-        return "oversized", None
+    # Rule 4's bound on the work does not count whitespace, and never
+    # decides on its own: a value is oversized by its compact size only.
     c = canon(v)
     if len(c.encode("utf-8", "surrogatepass")) > COMPACT_LIMIT:
         return "oversized", None
@@ -251,15 +251,22 @@ class Body:
         self.members, self.head, self.tail, self.prefix = list(members), head, tail, prefix
 
     def render(self, keep=None, replace=None):
+        """The body text; replace maps id(member) to a new value, and such a
+        member goes out under the literal key "kv_hints" (DESIGN.md 3)."""
         members = self.members if keep is None else keep
         parts = [self.head]
         for i, m in enumerate(members):
             if i:
                 parts.append(m.sep)
+            if replace and id(m) in replace:
+                parts.append('"kv_hints"' + m.colon + replace[id(m)])
+                continue
             parts.append(m.key + m.colon)
-            parts.append(replace[id(m)] if replace and id(m) in replace else m.value)
+            parts.append(m.value)
         parts.append(self.tail)
-        return self.prefix + "".join(parts).encode("utf-8")
+        # surrogatepass: a surrogate in the text stands for its three-byte
+        # encoding (ED A0..BF 80..BF), which json.loads on bytes reads.
+        return self.prefix + "".join(parts).encode("utf-8", "surrogatepass")
 
 
 def B(*members, **kw):
@@ -412,23 +419,30 @@ def hint_case(group, short, desc, trusted, body, verdict=None, canonical=None,
     assert py_accepts(req), name_of(group, short)
     hints = [m for m in body.members if m.is_hint]
     others = [m for m in body.members if not m.is_hint]
-    nonnull = [m for m in hints if parse_raw(m.value) is not None]
+    # What the worker reads: with duplicates, json.loads keeps the last one.
+    last_null = bool(hints) and parse_raw(hints[-1].value) is None
     depth = DEFAULT_DEPTH if max_depth is None else max_depth
     if not hints:
         exp = forward_expect(req, req, "no_hint")
         check = "no_hint"
     elif not trusted:
         fwd = body.render(keep=others)
-        if nonnull:
+        if not last_null:
             exp = forward_expect(req, fwd, "stripped", "untrusted", ctr=counters(untrusted=1))
             check = "stripped"
         else:
             exp = forward_expect(req, fwd, "null_hint")
             check = "null_hint"
     elif len(hints) >= 2:
+        # Every member is removed; counted as malformed unless the worker
+        # would have read null.
         fwd = body.render(keep=others)
-        exp = forward_expect(req, fwd, "discarded", "malformed", ctr=counters(malformed=1))
-        check = "discarded"
+        if last_null:
+            exp = forward_expect(req, fwd, "null_hint")
+            check = "null_hint"
+        else:
+            exp = forward_expect(req, fwd, "discarded", "malformed", ctr=counters(malformed=1))
+            check = "discarded"
     else:
         got, can = model_admit(hints[0].value, depth)
         assert verdict is not None, name_of(group, short)
@@ -718,8 +732,10 @@ def gen_members():
     for short, key in [("escaped-underscore", '"kv\\u005fhints"'), ("escaped-underscore-upper-hex", '"kv\\u005Fhints"'),
                        ("escaped-kv", '"\\u006b\\u0076_hints"'),
                        ("fully-escaped", '"\\u006b\\u0076\\u005f\\u0068\\u0069\\u006e\\u0074\\u0073"')]:
-        hint_case(g, "key-" + short + "-trusted", "key " + key + " decodes to kv_hints: admitted, key bytes kept", True,
+        hint_case(g, "key-" + short + "-trusted", "key " + key + " decodes to kv_hints: admitted, forwarded under the literal key", True,
                   std(pr, key=key), "admitted", REF)
+        hint_case(g, "key-" + short + "-canonical-trusted", "key " + key + " with a canonical envelope: only the key is rewritten", True,
+                  B(MODEL(), H(REF, key=key, colon=" : "), MSGS()), "admitted", REF)
         hint_case(g, "key-" + short + "-untrusted", "key " + key + " decodes to kv_hints: stripped", False,
                   std(REF, key=key), "stripped")
     both(g, "backslash-before-real-hint",
@@ -730,8 +746,10 @@ def gen_members():
               B(H(REF), MODEL(), H('{"x":1}')), "stripped")
     hint_case(g, "duplicate-null-and-object-untrusted", "null then object: both removed, counted once", False,
               B(MODEL(), H("null"), MSGS(), H(REF)), "stripped")
-    hint_case(g, "duplicate-object-and-null-untrusted", "object then null (last wins for Python): both removed, counted", False,
-              B(MODEL(), H(REF), H("null", sep=" , ")), "stripped")
+    hint_case(g, "duplicate-object-and-null-untrusted", "object then null (the worker reads the last, null): both removed, not counted", False,
+              B(MODEL(), H(REF), H("null", sep=" , ")), "null_hint")
+    hint_case(g, "duplicate-three-null-last-untrusted", "two objects then null: all removed, not counted", False,
+              B(H(REF), MODEL(), H('{"x":1}'), MSGS(), H("null")), "null_hint")
     hint_case(g, "duplicate-two-null-untrusted", "two null members: both removed, nothing counted", False,
               B(H("null"), MODEL(), H("null")), "null_hint")
     hint_case(g, "duplicate-three-mixed-untrusted", "three members (null, escaped-key object, string): all removed, counted once", False,
@@ -740,19 +758,23 @@ def gen_members():
               B(MODEL(), H("null"), H("null"), H("null")), "null_hint")
     hint_case(g, "duplicate-two-valid-trusted", "two valid envelopes: malformed, both removed", True,
               B(H(REF), MODEL(), H(REF)), "discarded")
-    hint_case(g, "duplicate-two-null-trusted", "two null members in trusted mode: malformed, both removed", True,
-              B(MODEL(), H("null"), MSGS(), H("null")), "discarded")
+    hint_case(g, "duplicate-two-null-trusted", "two null members in trusted mode: no hint, both removed, not counted", True,
+              B(MODEL(), H("null"), MSGS(), H("null")), "null_hint")
     hint_case(g, "duplicate-null-then-valid-trusted", "null then a valid envelope: malformed, both removed", True,
               B(H("null"), MODEL(), H(REF)), "discarded")
-    hint_case(g, "duplicate-valid-then-null-trusted", "valid envelope then null: malformed, both removed", True,
-              B(MODEL(), H(REF), MSGS(), H("null")), "discarded")
+    hint_case(g, "duplicate-valid-then-null-trusted", "valid envelope then null (the worker reads null): both removed, not counted", True,
+              B(MODEL(), H(REF), MSGS(), H("null")), "null_hint")
+    hint_case(g, "duplicate-malformed-then-null-trusted", "malformed envelope then null: both removed, not counted", True,
+              B(MODEL(), H('{"protocol_version":"0.1"}'), H("null", key='"kv\\u005fhints"')), "null_hint")
     hint_case(g, "duplicate-three-mixed-trusted", "three members incl. escaped key: malformed, all removed, counted once", True,
               B(H(pr, sep=" , "), MODEL(), H("null", key='"\\u006b\\u0076_hints"', sep=" ,\t"), MSGS(), H(REF, key='"kv\\u005fhints"')),
               "discarded")
     hint_case(g, "duplicate-adjacent-trusted", "two adjacent members with whitespace: both removed", True,
               B(MODEL(), H(REF, sep=" , "), H(REF, sep=" ,  "), MSGS(sep="\n,"), head="{ ", tail="\n}"), "discarded")
-    hint_case(g, "duplicate-only-members-trusted", "the body holds only two kv_hints members", True,
-              B(H(REF), H("null", sep=", "), head="{ ", tail=" }"), "discarded")
+    hint_case(g, "duplicate-only-members-trusted", "the body holds only two kv_hints members, the last null: no hint", True,
+              B(H(REF), H("null", sep=", "), head="{ ", tail=" }"), "null_hint")
+    hint_case(g, "duplicate-only-members-null-first-trusted", "the body holds only two kv_hints members, the first null: malformed", True,
+              B(H("null"), H(REF, sep=", "), head="{ ", tail=" }"), "discarded")
     both(g, "duplicate-other-key", "duplicate non-hint keys (model twice) are left alone",
          B(MODEL(), H(REF), K("model", '"other"')), "admitted", REF)
 
@@ -1037,22 +1059,43 @@ def gen_size():
     hint_case(g, "control-escapes-65537-oversized", "\\u0001 escapes counted as 6 bytes each: 65,537 oversized", True,
               std(e), "oversized")
     p = env_hashes(65536, pretty_print=True)
-    assert 65536 < len(p) < RAW_BOUND
+    assert 65536 < len(p) < MIB
     hint_case(g, "pretty-65536-admitted", "indent-2 envelope, raw %d bytes, compact exactly 65,536: admitted" % len(p), True,
               std(p), "admitted", env_hashes(65536))
     p = env_hashes(60000, pretty_print=True)
-    assert 65536 < len(p) < RAW_BOUND
+    assert 65536 < len(p) < MIB
     hint_case(g, "pretty-60000-admitted", "indent-2 envelope, raw %d bytes, compact 60,000: admitted" % len(p), True,
               std(p), "admitted", env_hashes(60000))
     p = env_hashes(65537, pretty_print=True)
     hint_case(g, "pretty-65537-oversized", "indent-2 envelope whose compact form is 65,537: oversized", True,
               std(p), "oversized")
-    ws = "{" + " " * (RAW_BOUND + 50000) + REF[1:]
-    assert len(ws) > RAW_BOUND
-    hint_case(g, "raw-over-1mib-whitespace-trusted", "a hint value over 1 MiB raw (mostly whitespace, compact 213): oversized", True,
-              std(ws), "oversized")
+    # A lone surrogate, encoded or escaped, counts as its three-byte encoding.
+    for short, unit in [("encoded", "\ud800"), ("escaped", "\\ud800")]:
+        for target, verdict in [(65536, "malformed"), (65537, "oversized")]:
+            e = env_note(target).replace("xxx", unit, 1)
+            assert len(canon(parse_raw(e)).encode("utf-8", "surrogatepass")) == target
+            hint_case(g, "%s-surrogate-%d-%s" % (short, target, verdict),
+                      "%s lone surrogate counted as 3 bytes in a compact size of %d: %s" % (short, target, verdict), True,
+                      std(e), verdict)
+    # Whitespace is not counted, however much of it there is.
+    ws = "{" + " " * (MIB + 50000) + REF[1:]
+    assert len(ws) > MIB
+    hint_case(g, "raw-over-1mib-whitespace-trusted", "a hint value over 1 MiB raw (mostly whitespace, compact 213): admitted", True,
+              std(ws), "admitted", REF)
     hint_case(g, "raw-over-1mib-whitespace-untrusted", "a hint value over 1 MiB raw in untrusted mode: stripped", False,
               std(ws), "stripped")
+    small = env(actions="[]").replace("msg-123", "m")
+    assert len(small) == 56
+    p = pretty(small, indent=MIB // 3)
+    assert len(p) > MIB
+    hint_case(g, "pretty-1mib-compact-56-admitted", "an envelope pretty-printed to %d bytes whose compact form is 56: admitted" % len(p), True,
+              std(p), "admitted", small)
+    p = pretty(env_hashes(65537), indent=1, nl="\r\n")
+    hint_case(g, "pretty-crlf-65537-oversized", "CRLF pretty-printed envelope whose compact form is 65,537: oversized", True,
+              std(p), "oversized")
+    p = "{" + " " * MIB + env_hashes(65537)[1:]
+    hint_case(g, "whitespace-1mib-then-65537-oversized", "1 MiB of whitespace, then an envelope of 65,537 compact bytes: oversized", True,
+              std(p), "oversized")
     big = env_hashes(70000)
     hint_case(g, "oversized-beats-malformed", "70,000-byte envelope without message_id: oversized (rule 4 before 5)", True,
               std(big.replace('"message_id":"msg-size",', "")), "oversized")
@@ -1261,8 +1304,39 @@ def gen_encoding():
     ]
     for short, raw in invalid:
         reject(g, "invalid-utf8-" + short, "invalid UTF-8 (" + short.replace("-", " ") + ") outside the hint: 400", False, raw)
-    reject(g, "invalid-utf8-encoded-surrogate", "UTF-8-encoded surrogate ED A0 80 in the prompt: 400 (Python would accept it)",
-           False, b'{"prompt":"\xed\xa0\x80"}', python_accepts=True)
+    # UTF-8-encoded surrogates: json.loads decodes bytes with surrogatepass,
+    # so ED A0..BF 80..BF is read as a lone surrogate; anything else UTF-8
+    # forbids stays a 400.
+    for trusted in (False, True):
+        t = "-trusted" if trusted else "-untrusted"
+        hint_case(g, "encoded-surrogate-in-prompt" + t, "encoded surrogate ED A0 80 in the prompt is read, as Python does: unchanged", trusted,
+                  B(MODEL(), K("prompt", '"a\ud800b"'), MSGS()), "no_hint")
+        hint_case(g, "encoded-surrogate-pair-in-prompt" + t, "two encoded surrogates (ED A0 BD ED B8 80) in the prompt stay two characters: unchanged", trusted,
+                  B(MODEL(), K("prompt", '"\ud83d\ude00"'), MSGS()), "no_hint")
+        hint_case(g, "encoded-surrogate-in-key" + t, "encoded surrogate ED BF BF in a top-level key: unchanged", trusted,
+                  B(MODEL(), M('"\udfff"', "1"), MSGS()), "no_hint")
+    hint_case(g, "encoded-surrogate-next-to-hint-trusted", "encoded surrogate in the prompt next to a valid hint: admitted", True,
+              B(MODEL(), K("prompt", '"\udc00"'), H(pretty(REF))), "admitted", REF)
+    hint_case(g, "encoded-surrogate-next-to-hint-untrusted", "encoded surrogate in the prompt next to a hint: stripped", False,
+              B(MODEL(), K("prompt", '"\udc00"'), H(REF)), "stripped")
+    hint_case(g, "encoded-surrogate-in-hint-untrusted", "encoded surrogate inside an untrusted hint never fails the request: stripped", False,
+              std(env_payload('{"s":"\ud800","\udbff":1}')), "stripped")
+    hint_case(g, "encoded-surrogate-hint-value-untrusted", "a hint value that is a string of encoded surrogates: stripped", False,
+              std('"\ud800\udfff"'), "stripped")
+    hint_case(g, "encoded-surrogate-in-payload-trusted", "encoded surrogate in a payload string: malformed (not valid UTF-8)", True,
+              std(env_payload('{"s":"x\ud800"}')), "malformed")
+    hint_case(g, "encoded-surrogate-pair-in-payload-trusted", "two encoded surrogates in a payload string: malformed", True,
+              std(env_payload('{"s":"\ud83d\ude00"}')), "malformed")
+    hint_case(g, "encoded-surrogate-in-payload-key-trusted", "encoded surrogate in a payload key: malformed", True,
+              std(env_payload('{"\udfff":1}')), "malformed")
+    hint_case(g, "encoded-surrogate-in-message-id-trusted", "encoded surrogate in message_id: malformed", True,
+              std(env({"message_id": '"m\udc00"'})), "malformed")
+    hint_case(g, "encoded-surrogate-in-version-trusted", "encoded surrogate in protocol_version: unknown_version", True,
+              std(env({"protocol_version": '"0.1\ud800"'})), "unknown_version")
+    for short, raw in [("truncated", b'"\xed\xa0"'), ("cut-by-ascii", b'"\xed\xa0A"'), ("bad-third-byte", b'"\xed\xbf\xc0"'),
+                       ("at-end-of-body", b'"\xed\xa0'), ("outside-string", b"\xed\xa0\x80")]:
+        reject(g, "invalid-utf8-surrogate-" + short, "an encoded surrogate " + short.replace("-", " ") + " is not what Python reads: 400",
+               False, b'{"prompt":' + raw + b"}")
     hint = REF.encode()
     reject(g, "invalid-utf8-next-to-hint-trusted", "invalid UTF-8 in the prompt next to a valid hint, trusted: 400", True,
            b'{"prompt":"\xff","kv_hints":' + hint + b"}")
@@ -1455,8 +1529,8 @@ def gen_grpc():
 def gen_large():
     g = "large"
     unit = "lorem ipsum dolor sit amet, "
-    prompt = (unit * (RAW_BOUND // len(unit) + 1))[:RAW_BOUND]
-    assert len(prompt) == RAW_BOUND
+    prompt = (unit * (MIB // len(unit) + 1))[:MIB]
+    assert len(prompt) == MIB
     hint_case(g, "prompt-1mib-hint-middle-trusted", "1 MiB prompt, pretty hint in the middle: admitted and rewritten", True,
               B(MODEL(), K("prompt", '"' + prompt + '"'), H(pretty(REF)), K("max_tokens", "16")), "admitted", REF)
     hint_case(g, "prompt-1mib-hint-middle-untrusted", "1 MiB prompt, hint in the middle: stripped", False,
