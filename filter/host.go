@@ -29,9 +29,9 @@ type Host interface {
 	RequestHeaders() ([]byte, error)
 	// RemoveRequestHeader removes every value of a request header.
 	RemoveRequestHeader(name string) error
-	// RequestBody returns up to max bytes of the buffered request body.
+	// RequestBody returns up to limit bytes of the buffered request body.
 	// An absent body is an empty one.
-	RequestBody(max int) ([]byte, error)
+	RequestBody(limit int) ([]byte, error)
 	// ReplaceRequestBody replaces the first oldSize bytes of the buffered
 	// body (the whole body) by body.
 	ReplaceRequestBody(oldSize int, body []byte) error

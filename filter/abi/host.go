@@ -104,9 +104,9 @@ func (wasmHost) RemoveRequestHeader(name string) error {
 	return nil
 }
 
-func (wasmHost) RequestBody(max int) ([]byte, error) {
+func (wasmHost) RequestBody(limit int) ([]byte, error) {
 	returned()
-	st := proxyGetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, uint32(max), addr(&retData), addr(&retSize))
+	st := proxyGetBufferBytes(proxywasm.BufferHTTPRequestBody, 0, uint32(limit), addr(&retData), addr(&retSize))
 	return result("proxy_get_buffer_bytes", st)
 }
 

@@ -2,10 +2,10 @@ package vectors
 
 import (
 	"bytes"
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -32,10 +32,10 @@ func (p *replay) Send(c *Case) (Result, error) {
 		Outcome: e.Outcome, Reason: e.Reason, CanonicalHint: e.CanonicalHint}
 	switch {
 	case !r.Forwarded && e.GRPCStatus != 0:
-		r.Status, r.ContentType, r.Body, r.GRPCStatus = e.Status, "application/grpc", nil, itoa(e.GRPCStatus)
+		r.Status, r.ContentType, r.Body, r.GRPCStatus = e.Status, "application/grpc", nil, strconv.Itoa(e.GRPCStatus)
 	case !r.Forwarded:
 		r.Status, r.ContentType = e.Status, "application/json"
-		r.Body = []byte(`{"error":{"message":"m","type":"invalid_request_error","code":` + itoa(e.Status) + `}}`)
+		r.Body = []byte(`{"error":{"message":"m","type":"invalid_request_error","code":` + strconv.Itoa(e.Status) + `}}`)
 	}
 	p.totals = add(p.totals, e.Counters)
 	if p.spoil != nil && c.Name == p.name {
@@ -47,8 +47,6 @@ func (p *replay) Send(c *Case) (Result, error) {
 func (p *replay) Counters(*Case) (Counters, error) { return p.totals, nil }
 
 func add(a, b Counters) Counters { return a.Sub(Counters{}.Sub(b)) }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestRunReplay(t *testing.T) {
 	p := &replay{}

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"runtime"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -208,7 +209,7 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) proxywasm.Action {
 		proxyAddHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn, vp, vn)
 		var p, sz uint32
 		proxyGetHeaderMapPairs(proxywasm.MapHTTPRequestHeaders, unsafe.Pointer(&p), unsafe.Pointer(&sz))
-		setHeader("x-pairs-size", itoa(int(sz)))
+		setHeader("x-pairs-size", strconv.Itoa(int(sz)))
 	case "remove":
 		kp, kn := sptr("x-remove")
 		proxyRemoveHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn)
@@ -219,7 +220,7 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) proxywasm.Action {
 	case "metric":
 		var v uint64
 		proxyGetMetric(requests, unsafe.Pointer(&v))
-		setHeader("x-requests", itoa(int(v)))
+		setHeader("x-requests", strconv.Itoa(int(v)))
 	case "pause":
 		return proxywasm.ActionPause
 	case "grow":
@@ -231,7 +232,7 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) proxywasm.Action {
 		var id uint32
 		p, n := sptr("bad-name.x")
 		st := proxyDefineMetric(proxywasm.MetricCounter, p, n, unsafe.Pointer(&id))
-		setHeader("x-status", itoa(int(st)))
+		setHeader("x-status", strconv.Itoa(int(st)))
 	}
 	return proxywasm.ActionContinue
 }
@@ -285,22 +286,3 @@ func onLog(id uint32) {
 
 //go:wasmexport proxy_on_delete
 func onDelete(id uint32) { delete(actions, id) }
-
-func itoa(v int) string {
-	if v == 0 {
-		return "0"
-	}
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	var b []byte
-	for v > 0 {
-		b = append([]byte{byte('0' + v%10)}, b...)
-		v /= 10
-	}
-	if neg {
-		b = append([]byte{'-'}, b...)
-	}
-	return string(b)
-}
