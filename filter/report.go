@@ -31,7 +31,7 @@ const (
 	PropertyHintDetail = "kvgate.hint_detail"
 	// PropertySenderTrusted is "true" or "false": whether the request was
 	// handled as from a trusted sender (trust_kv_hints, or a matching
-	// trusted_senders rule). Set with PropertyHint.
+	// trusted_senders rule). Set with PropertyHint, but not with HintRejected.
 	PropertySenderTrusted = "kvgate.sender_trusted"
 	// PropertySenderRule is the index of the trusted_senders rule that
 	// matched the sender ("0" for the first); set only when one did. It is
