@@ -132,7 +132,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 			}
 			// Transport errors can quote the worker's bytes.
 			log.Warn("upstream error", "err", redactQuoted(err.Error()), "path", r.URL.Path)
-			writeError(w, http.StatusBadGateway, "upstream unavailable", "upstream_error")
+			writeError(w, http.StatusBadGateway, "upstream unavailable", httperr.TypeServer)
 		},
 	}
 	s.ready.Store(true)
@@ -300,7 +300,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		}
 		s.failures.WithLabelValues(reason).Inc()
 		s.log.Error("filter failed; request not forwarded", "reason", reason, "err", err, "path", r.URL.Path)
-		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded", "service_unavailable")
+		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded", httperr.TypeServer)
 		return "filter_failure"
 	}
 	if tooLarge && d.Local == nil { // the guest's own refusal (413, or 415 for an encoded body) stands
