@@ -91,12 +91,17 @@ race:
 oracle: pydeps
 	$(KVGATE_PYTHON) tests/oracle/oracle.py
 
-# Every fuzz target in the module, each for FUZZTIME.
+# Every fuzz target in the module, each for FUZZTIME. A failure stops the
+# run with the fuzzer's whole output (a pipe into tail used to hide it).
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg | tail -n 2; \
+			out=$$(mktemp); \
+			if ! $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; then \
+				cat $$out; rm -f $$out; echo "fuzz $$pkg $$t failed (a failing input is kept under testdata/fuzz)"; exit 1; \
+			fi; \
+			tail -n 2 $$out; rm -f $$out; \
 		done; \
 	done
 

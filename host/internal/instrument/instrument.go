@@ -448,10 +448,17 @@ func (x *renumber) code(body, probe []byte) ([]byte, error) {
 // saturating conversions, bulk memory, reference types, multi-value, SIMD,
 // threads, tail calls, exceptions) so that it never mistakes an immediate
 // for an opcode; anything else is an error.
+var errLocalGroups = errors.New("more local declarations than the body has bytes for")
+
 func (x *renumber) function(out, code, probe []byte) ([]byte, error) {
 	r := &wreader{b: code}
 	groups := r.u32()
-	for i := uint32(0); i < groups; i++ {
+	// Each group takes at least two bytes: a count read from the module
+	// must not set the work (a 2^31 count in an 80-byte body).
+	if r.err == nil && uint64(groups)*2 > uint64(len(code)-r.p) {
+		return nil, errLocalGroups
+	}
+	for i := uint32(0); i < groups && r.err == nil; i++ {
 		r.u32()
 		r.byte()
 	}

@@ -3,6 +3,7 @@ package instrument
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -223,4 +224,15 @@ func FuzzInstrument(f *testing.F) {
 		defer b.Close(ctx)
 		checkRewrite(t, a, b)
 	})
+}
+
+// A function whose local declaration count runs past its body is refused
+// from the count, before any of it is read: the count came from the
+// module, and looping over it took seconds (found by FuzzInstrument,
+// which took it for a hang).
+func TestLocalGroupsPastTheEnd(t *testing.T) {
+	mod := []byte("\x00asm\x01\x00\x00\x00\nA00\x80\xff\xff\xffA00A0\x1c00000000000000000000000000000000000000000000000000000")
+	if _, err := Instrument(mod); !errors.Is(err, errLocalGroups) {
+		t.Fatalf("error %v, want %v", err, errLocalGroups)
+	}
 }
