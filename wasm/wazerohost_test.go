@@ -43,7 +43,7 @@ type wzHost struct {
 	propReads int
 	// replaces counts proxy_set_buffer_bytes calls on the request body.
 	replaces int
-	nextID    uint64
+	nextID   uint64
 	// hostTime is the time spent in host functions (copies and nested
 	// proxy_on_memory_allocate calls included), to tell guest work apart.
 	hostTime time.Duration
