@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // benchSizes are the body sizes of the issue's benchmark table.
@@ -50,6 +51,18 @@ var proseText = strings.Repeat(`Large language model serving stacks route each r
 // characters, spaces and punctuation, no escapes.
 const utf8Text = `Большие языковые модели отвечают на вопросы. 大型语言模型在多个工作节点上运行。 Les modèles répondent vite. `
 
+// multilingualText is a realistic non-English prompt: paragraphs in
+// several scripts (Chinese, Japanese, Russian, Arabic, Hindi, Korean,
+// accented Latin), ASCII words and numbers among them, a few newline
+// escapes, and emoji (four-byte UTF-8), about 1.3 KiB per repetition.
+const multilingualText = `请把下面的会议记录整理成要点，并用中文回答。上周五的讨论涉及模型部署、缓存命中率和 GPU 利用率（目前约为 73%）。 \n\n` +
+	`次の文章を要約してください。推論サーバーは KV キャッシュを再利用することで、応答時間を大幅に短縮できます 🚀。\n` +
+	`Пожалуйста, переведи этот абзац на английский язык. Кэш ключей и значений хранится на соседнем узле, и маршрутизатор знает об этом заранее. \n` +
+	`يرجى تلخيص هذا النص باللغة العربية. يمكن للخادم إعادة استخدام ذاكرة التخزين المؤقت لتقليل زمن الاستجابة 😊. \n` +
+	`कृपया इस अनुच्छेद का सारांश हिंदी में लिखें। सर्वर पहले से गणना किए गए ब्लॉक दोबारा उपयोग करता है। \n` +
+	`다음 내용을 한국어로 요약해 주세요. 라우터는 캐시가 있는 작업자에게 요청을 보냅니다 👍. \n` +
+	`Merci de résumer ce paragraphe : les modèles répondent plus vite quand le cache est déjà chargé, même à Zürich ou São Paulo. \n\n`
+
 // chatBody returns a string-heavy chat completion body of about n bytes,
 // with a 2 KiB envelope in the middle when hint is set.
 func chatBody(n int, hint bool) []byte { return chatBodyOf(n, hint, denseText) }
@@ -94,6 +107,8 @@ func BenchmarkRewrite(b *testing.B) {
 		b.Run(mode.name+"/4MiB-prose/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
 		body = chatBodyOf(4<<20, true, utf8Text)
 		b.Run(mode.name+"/4MiB-utf8/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
+		body = chatBodyOf(4<<20, true, multilingualText)
+		b.Run(mode.name+"/4MiB-multilingual/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
 	}
 }
 
@@ -228,6 +243,9 @@ func TestBenchInputsAreWhatTheyClaim(t *testing.T) {
 				t.Errorf("%s hint=%v: %v %s", sz.name, hint, res.Outcome, res.Message)
 			}
 		}
+	}
+	if body := chatBodyOf(4<<20, true, multilingualText); !utf8.Valid(body) || !json.Valid(body) || strings.Count(string(body), "🚀") < 1000 {
+		t.Error("the multilingual body is not valid UTF-8 JSON with emoji")
 	}
 	if n := len(fetchEnvelope(60 << 10)); n < 59<<10 || n > 60<<10 {
 		t.Errorf("60 KiB envelope is %s bytes", strconv.Itoa(n))

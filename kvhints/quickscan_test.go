@@ -419,3 +419,36 @@ func mutateOne(rng *rand.Rand, b []byte) []byte {
 	}
 	return c
 }
+
+// TestQuickScanUTF8 runs checkQuickScan over strings of random UTF-8
+// pieces: well-formed characters of every length, encoded surrogates, the
+// bytes at the edges of every lead and continuation range, spaces and
+// ASCII between them, in values and names, closed and cut off at the end
+// of the body, so that quickScan's multibyte fast path (UTF8RUN) meets
+// every sequence near and away from the body's end.
+func TestQuickScanUTF8(t *testing.T) {
+	pieces := []string{"é", "ж", "߿", "中", "한", "\xe0\xa0\x80", "\xef\xbf\xbf", "\xed\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf",
+		"🚀", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", " ", " ", "a", "ab cd", "0123456789abcdef", `\n`, `\"`,
+		"\x80", "\x8f", "\x90", "\x9f", "\xa0", "\xbf", "\xc0", "\xc1", "\xc2", "\xdf", "\xe0", "\xe1", "\xec", "\xed",
+		"\xee", "\xef", "\xf0", "\xf1", "\xf3", "\xf4", "\xf5", "\xff", "\x1f"}
+	rng := rand.New(rand.NewPCG(23, 29))
+	valid := 0
+	for range 20000 {
+		var s strings.Builder
+		for n := rng.IntN(12); n >= 0; n-- {
+			p := pieces[rng.IntN(len(pieces))]
+			if rng.IntN(4) > 0 { // mostly well-formed text
+				p = pieces[rng.IntN(20)]
+			}
+			s.WriteString(p)
+		}
+		for _, b := range []string{`{"a":"` + s.String() + `"}`, `{"a":"` + s.String(), `{"` + s.String() + `":1}`, `{"kv_hints":"` + s.String() + `" }`} {
+			if checkQuickScan(t, []byte(b)) {
+				valid++
+			}
+		}
+	}
+	if valid < 5000 {
+		t.Fatalf("only %d valid bodies", valid)
+	}
+}

@@ -174,9 +174,35 @@
 	End; \
 	Get R0; Get R8; I64Add; Set R0
 
+// UTF8RUN is UTF8 with a fast path for the common two- and three-byte
+// sequences away from the end of the body: their bytes are checked in one
+// 32-bit load (little-endian, the lead is the low byte) against the
+// pattern 110xxxxx 10xxxxxx with a lead of at least C2, or 1110xxxx
+// 10xxxxxx 10xxxxxx with a lead other than E0, whose second byte has a
+// narrower range. After ED any continuation byte will do, as in UTF8.
+// Everything else (E0, four-byte sequences, errors, the last bytes of the
+// body) goes through UTF8, which decides exactly.
+#define UTF8RUN \
+	Block; \
+		Get R1; Get R0; I64Sub; I64Const $4; I64GeU; \
+		If; \
+			Get R0; I32WrapI64; I64Load32U $0; Set R7; \
+			Get R7; I64Const $0xC0E0; I64And; I64Const $0x80C0; I64Eq; \
+			Get R6; I64Const $0xC2; I64GeU; I32And; \
+			If; INC(R0, 2); Br $2; End; \
+			Get R7; I64Const $0xC0C0F0; I64And; I64Const $0x8080E0; I64Eq; \
+			Get R6; I64Const $0xE0; I64Ne; I32And; \
+			If; INC(R0, 3); Br $2; End; \
+		End; \
+		UTF8; \
+	End
+
 // STRING moves R0 from the opening quote of a string to just past its
 // closing quote. Runs of plain bytes go 16 at a time, and a block holding
-// a special byte is entered at that byte.
+// a special byte is entered at that byte. Runs of multibyte characters,
+// and the single spaces between words of such text, stay in one inner
+// loop (UTF8RUN), so that text in another script is not sent back to the
+// block loop at every character or word.
 #define STRING \
 	Get R0; F64ReinterpretI64; Set F16; \
 	INC(R0, 1); \
@@ -226,9 +252,18 @@
 		Get R6; I64Const $128; I64GeU; \
 		If; \
 			Loop; \
-				UTF8; \
+				UTF8RUN; \
 				Get R0; Get R1; I64LtU; \
-				If; LOADC; Get R6; I64Const $128; I64GeU; BrIf $1; End; \
+				If; \
+					LOADC; Get R6; I64Const $128; I64GeU; BrIf $1; \
+					Get R6; I64Const $32; I64Eq; \
+					Get R0; I64Const $1; I64Add; Get R1; I64LtU; I32And; \
+					If; \
+						BYTEAT(R0, 1, R7); \
+						Get R7; I64Const $128; I64GeU; \
+						If; INC(R0, 1); Get R7; Set R6; Br $3; End; \
+					End; \
+				End; \
 			End; \
 			Br $1; \
 		End; \

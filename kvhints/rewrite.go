@@ -69,8 +69,12 @@ type Result struct {
 	Message string
 }
 
-// Rewrite returns the body to forward and what was done. When nothing
-// changes, the returned slice is body itself; otherwise it is new memory.
+// Rewrite returns the body to forward and what was done. The returned
+// slice is body itself exactly when the body is forwarded unchanged (no
+// hint, a null hint, or an admitted envelope already in canonical form
+// under the literal key); otherwise it is new memory whose bytes differ
+// from body. A host can therefore tell "unchanged" by identity alone
+// (same length and same first element) without comparing the bytes.
 func Rewrite(body []byte, p Policy) ([]byte, Result) {
 	var r Rewriter
 	return r.Rewrite(body, p)
@@ -196,6 +200,12 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	keyEnd := h.key + len(hintKey)
 	if keyEnd > len(body) || string(body[h.key:keyEnd]) != hintKey {
 		keyEnd, _, _ = scanString(body, h.key) // scanned before: no error
+	} else if bytes.Equal(canon, body[h.val:h.valEnd]) {
+		// Already canonical under the literal key, the common case for a
+		// router that encodes with this package: the body goes out as it
+		// came, neither copied nor compared again by the host (see the
+		// Rewrite contract). The comparison reads only the envelope.
+		return body, res
 	}
 	out := append(r.out[:0], body[:h.key]...)
 	out = append(out, hintKey...)

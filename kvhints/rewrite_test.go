@@ -162,11 +162,29 @@ func TestEmptyBodyIsNoBody(t *testing.T) {
 	}
 }
 
+// Rewrite returns its input itself exactly when the body is unchanged:
+// hosts decide "replace the body or not" by identity, without comparing.
 func TestRewriteReturnsSameSliceWhenUnchanged(t *testing.T) {
-	body := []byte(`{"kv_hints":null}`)
-	out, _ := Rewrite(body, Policy{Trusted: true})
-	if &out[0] != &body[0] {
-		t.Fatal("unchanged body was copied")
+	for _, c := range []struct {
+		body    string
+		trusted bool
+		same    bool
+	}{
+		{`{"kv_hints":null}`, true, true},
+		{`{"a":1}`, false, true},
+		{`{"kv_hints":` + refEnvelope + `,"a":1}`, true, true},
+		{`{"kv_hints": ` + refEnvelope + `,"a":1}`, true, true},                            // whitespace before the value is kept
+		{`{"kv_hints":` + refEnvelope + ` ,"a":1}`, true, true},                            // and after it
+		{`{"kv\u005fhints":` + refEnvelope + `,"a":1}`, true, false},                       // the key is respelled
+		{`{"kv_hints":` + strings.Replace(refEnvelope, `":`, `": `, 1) + `}`, true, false}, // not canonical
+		{`{"kv_hints":` + refEnvelope + `,"a":1}`, false, false},
+	} {
+		body := []byte(c.body)
+		out, res := Rewrite(body, Policy{Trusted: c.trusted})
+		same := len(out) == len(body) && &out[0] == &body[0]
+		if same != c.same || same != bytes.Equal(out, body) {
+			t.Errorf("%s (trusted=%v, %v): returned the input itself: %v, want %v", c.body, c.trusted, res.Outcome, same, c.same)
+		}
 	}
 }
 
@@ -189,6 +207,9 @@ func TestRewriterNoSnapshotAllocatesNothing(t *testing.T) {
 	out, res := r.Rewrite(body, Policy{Trusted: true})
 	if res.Outcome != OutcomeAdmitted || res.Snapshot != nil || string(out) != string(body) {
 		t.Fatalf("%+v %s", res, out)
+	}
+	if &out[0] != &body[0] {
+		t.Fatal("an envelope already canonical was copied")
 	}
 	allocs := testing.AllocsPerRun(100, func() { r.Rewrite(body, Policy{Trusted: true}) })
 	if allocs != 0 {

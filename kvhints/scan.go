@@ -142,16 +142,84 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 		case c < 0x20:
 			return 0, false, errAt(i, errControl)
 		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size <= 1 {
-				if !encodedSurrogate(b[i:]) {
-					return 0, false, errAt(i, errUTF8)
-				}
-				escaped, size = true, 3
+			n, surrogate := multibyteRun(b, i)
+			if n == i {
+				return 0, false, errAt(i, errUTF8)
 			}
-			i += size
+			escaped = escaped || surrogate
+			i = n
 		}
 	}
+}
+
+// multibyteRun reads the text of a string from b[i], a byte ≥ 0x80, up to
+// the first '"', '\\', control byte or malformed UTF-8 sequence (or the
+// end), and returns the offset it stopped at, so i itself when the first
+// sequence is malformed, and whether the text read holds an encoded
+// surrogate (see encodedSurrogate), which it accepts as Python does. Text
+// in a non-Latin script is runs of multibyte characters between spaces and
+// punctuation; reading all of it here, a word at a time over ASCII and
+// without a call per character, is what keeps it near the speed of ASCII.
+// It accepts exactly the ASCII that stringSpecial passes, what
+// utf8.DecodeRune accepts and the encoded surrogates (FuzzMultibyteRun).
+func multibyteRun(b []byte, i int) (end int, surrogate bool) {
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c < 0x80:
+			// Spaces and punctuation between words of another script,
+			// or ASCII words among them: a word at a time while the
+			// bytes are plain, so that mixed text stays in this loop.
+			if i+8 <= len(b) {
+				if m := stringSpecial(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+					n := bits.TrailingZeros64(m) >> 3
+					if n == 0 {
+						return i, surrogate // '"', '\\' or a control byte
+					}
+					i += n
+				} else {
+					i += 8
+				}
+				continue
+			}
+			if c == '"' || c == '\\' || c < 0x20 {
+				return i, surrogate
+			}
+			i++
+		case c < 0xC2: // a continuation byte, or an overlong lead
+			return i, surrogate
+		case c < 0xE0:
+			if i+1 >= len(b) || b[i+1]&0xC0 != 0x80 {
+				return i, surrogate
+			}
+			i += 2
+		case c < 0xF0:
+			if i+2 >= len(b) {
+				return i, surrogate
+			}
+			c1, c2 := b[i+1], b[i+2]
+			if c1&0xC0 != 0x80 || c2&0xC0 != 0x80 || (c == 0xE0 && c1 < 0xA0) {
+				return i, surrogate
+			}
+			if c == 0xED && c1 >= 0xA0 {
+				surrogate = true // U+D800..U+DFFF, read by surrogatepass
+			}
+			i += 3
+		case c < 0xF5:
+			if i+3 >= len(b) {
+				return i, surrogate
+			}
+			c1, c2, c3 := b[i+1], b[i+2], b[i+3]
+			if c1&0xC0 != 0x80 || c2&0xC0 != 0x80 || c3&0xC0 != 0x80 ||
+				(c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F) {
+				return i, surrogate
+			}
+			i += 4
+		default:
+			return i, surrogate
+		}
+	}
+	return i, surrogate
 }
 
 // encodedSurrogate reports whether b starts with the three-byte encoding of

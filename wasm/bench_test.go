@@ -41,6 +41,27 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.ReportMetric(float64(len(body))*float64(b.N)/guest.Seconds()/1e6, "guest-MB/s")
 			b.ReportMetric(float64(h.memSize())/(1<<20), "MiB-linear-memory")
 		})
+		b.Run("wasm-trusted/"+s.name, func(b *testing.B) {
+			// The same body from a trusted sender: its canonical envelope
+			// is admitted and the body forwarded as it came, not replaced.
+			h := newWzHost(b, context.Background(), nil, sendersDoc(1))
+			defer h.close()
+			setSender(h, true, routerID, "10.0.0.1:41000")
+			if r := h.request("/v1/chat/completions", body); !r.forwarded || string(r.body) != string(body) || h.replaces != 0 {
+				b.Fatal("not admitted unchanged")
+			}
+			b.SetBytes(int64(len(body)))
+			h.hostTime = 0
+			start := time.Now()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				h.request("/v1/chat/completions", body)
+			}
+			b.StopTimer()
+			guest := time.Since(start) - h.hostTime
+			b.ReportMetric(float64(guest.Nanoseconds())/float64(b.N), "guest-ns/op")
+			b.ReportMetric(float64(len(body))*float64(b.N)/guest.Seconds()/1e6, "guest-MB/s")
+		})
 		b.Run("native/"+s.name, func(b *testing.B) {
 			var rw kvhints.Rewriter
 			p := kvhints.Policy{MaxBodyBytes: 4 << 20}

@@ -41,7 +41,9 @@ type wzHost struct {
 	// proxy_get_property calls.
 	props     map[string][]byte
 	propReads int
-	nextID    uint64
+	// replaces counts proxy_set_buffer_bytes calls on the request body.
+	replaces int
+	nextID   uint64
 	// hostTime is the time spent in host functions (copies and nested
 	// proxy_on_memory_allocate calls included), to tell guest work apart.
 	hostTime time.Duration
@@ -169,6 +171,7 @@ func (h *wzHost) exportEnv() {
 			return proxywasm.StatusBadArgument
 		}
 		h.body = append(h.body[:0], h.read(m, u(s, 3), u(s, 4))...)
+		h.replaces++
 		return proxywasm.StatusOK
 	})
 	b = fn(b, "proxy_get_header_map_pairs", 3, func(m api.Module, s []uint64) proxywasm.Status {
