@@ -100,14 +100,8 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = maxIdleUpstream
-	tr.MaxIdleConnsPerHost = maxIdleUpstream
-	tr.DisableCompression = true
-	// Headers and a small body leave in one write.
-	tr.WriteBufferSize = 64 << 10
 	s.proxy = &httputil.ReverseProxy{
-		Transport: tr,
+		Transport: upstreamTransport(),
 		ErrorLog:  newNetLogger(log, "proxy"),
 		// FlushInterval 0: ReverseProxy itself flushes every write of a
 		// text/event-stream or unknown-length (chunked) response, so
