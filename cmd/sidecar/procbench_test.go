@@ -182,17 +182,21 @@ func BenchmarkProcsPaired(b *testing.B) {
 //
 //	KVGATE_A_BIN=/tmp/sidecar-old go test -run '^$' -bench ProcsCompare -benchtime 4000x -count 4 ./cmd/sidecar
 func BenchmarkProcsCompare(b *testing.B) {
-	for _, clients := range []int{1, 4} {
-		b.Run(fmt.Sprintf("4KiB/clients=%d", clients), func(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		size, clients int
+	}{{"4KiB/clients=1", 4096, 1}, {"4KiB/clients=4", 4096, 4}, {"4MiB/clients=1", 4<<20 - 1, 1}} {
+		clients := c.clients
+		b.Run(c.name, func(b *testing.B) {
 			echo := startHelper(b, "echo", "")
 			ps := []proc{startHelper(b, "proxy", echo.url)}
 			for _, k := range []string{"KVGATE_A", "KVGATE_B"} {
 				ps = append(ps, startSidecarProc(b, os.Getenv(k+"_BIN"), echo.url, strings.Fields(os.Getenv(k))...))
 			}
-			body := chatBody(4096)
+			body := chatBody(c.size)
 			do := make([]func(string) time.Duration, clients)
-			for c := range do {
-				do[c] = serialClient(b, body, ps[0].url, ps[1].url, ps[2].url)
+			for k := range do {
+				do[k] = serialClient(b, body, ps[0].url, ps[1].url, ps[2].url)
 			}
 			orders := [][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
 			a := make([]time.Duration, b.N)
