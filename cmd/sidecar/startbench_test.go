@@ -20,7 +20,7 @@ import (
 // latency is.
 //
 //	go test -run '^$' -bench Ready -benchtime 20x ./cmd/sidecar
-//	KVGATE_A_BIN=/tmp/sidecar-old go test -run '^$' -bench Ready -benchtime 20x ./cmd/sidecar
+//	KVGATE_A_BIN=$PWD/sidecar-old go test -run '^$' -bench Ready -benchtime 20x ./cmd/sidecar
 func BenchmarkReady(b *testing.B) {
 	for _, limit := range []int{4 << 20, 64 << 20} {
 		b.Run(fmt.Sprintf("limit=%dMiB", limit>>20), func(b *testing.B) {
