@@ -2,12 +2,15 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
+	kvfilter "github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/host/internal/linmem"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -45,6 +48,81 @@ func BenchmarkFilter(b *testing.B) {
 				if err != nil || d.Local != nil || !d.BodyChanged {
 					b.Fatalf("%v %+v", err, d)
 				}
+			}
+		})
+	}
+}
+
+// startBenchHost is a Host of one kvgate instance at a body limit, its
+// memory capped as the sidecar caps it, that retires its instance after
+// every request when retire is set.
+func startBenchHost(b *testing.B, limit int, retire bool) *Host {
+	b.Helper()
+	opts := Options{PoolSize: 1, CacheDir: testCacheDir(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PluginConfig:     []byte(fmt.Sprintf(`{"max_body_bytes":%d}`, limit)),
+		MemoryLimitPages: uint32(max(kvfilter.MemoryAt(limit).Peak()>>16+1, DefaultMemoryLimitPages)),
+		RetireBytes:      1 << 40,
+	}
+	if retire {
+		opts.RetireBytes = 1
+	}
+	h, err := New(context.Background(), wasm.Module, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = h.Close(context.Background()) })
+	return h
+}
+
+// BenchmarkStartInstance: one kvgate instance started and configured (what
+// a replacement costs), at the default body limit and at 64 MiB, with the
+// linear memory reserved outside the Go heap (internal/linmem) and, for
+// comparison in the same run, in the Go heap as wazero makes it.
+//
+//	go test -run '^$' -bench StartInstance -count 6 ./host
+func BenchmarkStartInstance(b *testing.B) {
+	for _, limit := range []int{4 << 20, 64 << 20} {
+		for _, mem := range []string{"reserved", "heap"} {
+			b.Run(fmt.Sprintf("limit=%dMiB/memory=%s", limit>>20, mem), func(b *testing.B) {
+				if mem == "heap" {
+					withMemory = func(ctx context.Context) context.Context { return ctx }
+					defer func() { withMemory = linmem.WithAllocator }()
+				}
+				h := startBenchHost(b, limit, false)
+				for b.Loop() {
+					in, err := h.newInstance(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					in.close()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkReplace: in a pool of one instance retired after every request,
+// each op is a 4 KiB request that waits for the replacement of the
+// previous op's instance: what a client meets after a trap or a grown
+// instance.
+//
+//	go test -run '^$' -bench Replace -count 6 ./host
+func BenchmarkReplace(b *testing.B) {
+	body := benchBody(4 << 10)
+	for _, limit := range []int{4 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("limit=%dMiB", limit>>20), func(b *testing.B) {
+			h := startBenchHost(b, limit, true)
+			hdr := http.Header{"Content-Type": {"application/json"}}
+			for b.Loop() {
+				d, err := h.Filter(context.Background(), &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "a",
+					Protocol: "HTTP/1.1", Header: hdr.Clone(), Body: body})
+				if err != nil || !d.BodyChanged {
+					b.Fatalf("%v %+v", err, d)
+				}
+			}
+			b.StopTimer()
+			if n := h.replaced[reasonGrown].Load(); n < uint64(b.N) {
+				b.Fatalf("%d instances replaced in %d requests", n, b.N)
 			}
 		})
 	}

@@ -5,16 +5,20 @@
 // instance for its whole proxy-wasm life (context create, headers, body,
 // trailers, done, log, delete) and gives it back; an instance whose call
 // trapped or failed is closed and replaced, and one whose memory grew past
-// Options.RetireBytes is retired after its request. The host functions are
-// those of Envoy's proxy-wasm host, WASI included, with every guest pointer
-// and length bounds-checked: a bad call traps that instance only.
+// Options.RetireBytes is retired after its request. Each instance's linear
+// memory is a reservation outside the Go heap (internal/linmem), so that
+// starting one takes milliseconds whatever the memory a guest sets aside at
+// start-up. The host functions are those of Envoy's proxy-wasm host, WASI
+// included, with every guest pointer and length bounds-checked: a bad call
+// traps that instance only.
 //
 // This package is the pool and the request's way through the guest; the
 // rest is internal: the proxy-wasm host functions (internal/abi), WASI
 // (internal/wasi), the guest's metrics (internal/metrics), what their
-// function tables share (internal/hostcall), and the module rewrite that
-// lets a call be stopped on time (internal/instrument). The ABI is
-// documented in package proxywasm.
+// function tables share (internal/hostcall), the module rewrite that lets
+// a call be stopped on time (internal/instrument), and the instances'
+// linear memories (internal/linmem). The ABI is documented in package
+// proxywasm.
 //
 // # Properties
 //
@@ -58,6 +62,7 @@ import (
 	"github.com/kvgate/kvgate/host/internal/abi"
 	"github.com/kvgate/kvgate/host/internal/hostcall"
 	"github.com/kvgate/kvgate/host/internal/instrument"
+	"github.com/kvgate/kvgate/host/internal/linmem"
 	"github.com/kvgate/kvgate/host/internal/metrics"
 	"github.com/kvgate/kvgate/host/internal/wasi"
 	"github.com/kvgate/kvgate/proxywasm"
@@ -99,10 +104,13 @@ type Host struct {
 	stop     chan struct{}
 }
 
-// New compiles module, checks its imports and exports, and starts
-// Options.PoolSize instances (each runs _initialize, proxy_on_vm_start and
-// proxy_on_configure). It fails when the guest rejects its configuration,
-// with the guest's own log lines in the error.
+// New compiles module, checks its imports and exports, and starts its first
+// instance (_initialize, proxy_on_vm_start and proxy_on_configure). It fails
+// when the guest rejects its configuration, with the guest's own log lines
+// in the error. The other Options.PoolSize-1 instances start in the
+// background (Live counts them as they come); a request finds the pool
+// short only in the first milliseconds, and then waits for an instance as
+// it would for a busy one.
 func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	if opts.PoolSize <= 0 {
 		opts.PoolSize = runtime.GOMAXPROCS(0)
@@ -172,28 +180,58 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	if err := checkModule(h.compiled, sigs); err != nil {
 		return fail(err)
 	}
-	// Start the pool; the first instance alone first, so a configuration
-	// error is reported once.
+	// The first instance alone, so that a configuration error is reported
+	// once and at once; the others come in the background, and a request
+	// that finds none of them free waits for one as for a busy instance.
 	first, err := h.newInstance(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	h.idle <- first
-	for i := 1; i < opts.PoolSize; i++ {
-		in, err := h.newInstance(ctx)
-		if err != nil {
-			h.drain(ctx)
-			return fail(err)
-		}
-		h.idle <- in
-	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(h); err != nil {
 			h.drain(ctx)
 			return fail(fmt.Errorf("host: register metrics: %w", err))
 		}
 	}
+	if n := opts.PoolSize - 1; n > 0 {
+		h.inflight.Add(1)
+		go func() {
+			defer h.inflight.Done()
+			for range n {
+				in := h.startInstance()
+				if in == nil {
+					return
+				}
+				h.idle <- in
+			}
+		}()
+	}
 	return h, nil
+}
+
+// startInstance starts an instance for the pool, retrying with backoff
+// until it succeeds or the Host closes (then it returns nil).
+func (h *Host) startInstance() *instance {
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-h.stop:
+			return nil
+		default:
+		}
+		in, err := h.newInstance(context.Background())
+		if err == nil {
+			return in
+		}
+		h.log.Error("cannot start wasm filter instance", "err", err)
+		select {
+		case <-h.stop:
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // compile makes a runtime with the host modules and compiles module in it;
@@ -249,6 +287,9 @@ func (h *Host) compile(ctx context.Context, module []byte, closeOnDone bool) err
 	return nil
 }
 
+// withMemory is linmem.WithAllocator, replaceable by benchmarks.
+var withMemory = linmem.WithAllocator
+
 // instrumentModule is instrument.Instrument, replaceable by tests.
 var instrumentModule = instrument.Instrument
 
@@ -297,11 +338,12 @@ func typeNames(ts []api.ValueType) string {
 	return "(" + strings.Join(s, ",") + ")"
 }
 
-// newInstance instantiates the module and runs the guest's start-up:
+// newInstance instantiates the module, its linear memory a reservation
+// outside the Go heap (package linmem), and runs the guest's start-up:
 // _initialize, proxy_on_vm_start, proxy_on_context_create(root) and
 // proxy_on_configure.
 func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
-	mod, err := h.rt.InstantiateModule(ctx, h.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	mod, err := h.rt.InstantiateModule(withMemory(ctx), h.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
 		return nil, fmt.Errorf("host: instantiate filter module: %w", err)
 	}
@@ -486,25 +528,8 @@ func (h *Host) release(in *instance, reason int) {
 	in.close()
 	go func() {
 		defer h.inflight.Done()
-		backoff := 50 * time.Millisecond
-		for {
-			select {
-			case <-h.stop:
-				return
-			default:
-			}
-			n, err := h.newInstance(context.Background())
-			if err == nil {
-				h.idle <- n
-				return
-			}
-			h.log.Error("cannot replace wasm filter instance", "err", err)
-			select {
-			case <-h.stop:
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
+		if n := h.startInstance(); n != nil {
+			h.idle <- n
 		}
 	}()
 }
@@ -549,6 +574,13 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	close(h.stop)
 	h.drain(ctx)
+	if err != nil {
+		// Requests still run in instances out of the pool: closing the
+		// runtime would unmap the memory under them. What is left goes
+		// with the process.
+		h.log.Warn("wasm filter instances still busy at close; left running", "busy", h.live.Load())
+		return err
+	}
 	if e := h.rt.Close(context.Background()); err == nil {
 		err = e
 	}

@@ -42,6 +42,8 @@ type instance struct {
 	memAccounted int64 // linear memory counted in Host.memBytes
 
 	stack      [4]uint64
+	stream     abi.Stream // the request being served
+	endFn      func() bool
 	nextID     uint32
 	startupLog []string
 	names      nameCache
@@ -68,7 +70,10 @@ func (in *instance) begin() (ctx context.Context, end func() (timedOut bool)) {
 		}
 	}
 	in.deadline = time.Now().Add(d)
-	return in.ctx, in.endSession
+	if in.endFn == nil {
+		in.endFn = in.endSession // once: a method value is an allocation
+	}
+	return in.ctx, in.endFn
 }
 
 func (in *instance) endSession() bool {
@@ -112,7 +117,8 @@ func (in *instance) run(ctx, caller context.Context, r *Request) (*Decision, err
 	if in.nextID <= abi.RootContextID {
 		in.nextID = abi.RootContextID + 1
 	}
-	x := &abi.Stream{ID: in.nextID, Body: r.Body, Context: caller, Properties: (*requestProps)(r)}
+	x := &in.stream
+	*x = abi.Stream{ID: in.nextID, Body: r.Body, Context: caller, Properties: (*requestProps)(r)}
 	x.Headers = in.names.requestFields(r)
 	orig := x.Headers // as first shown to the guest
 	if len(r.Trailer) > 0 {
@@ -120,7 +126,7 @@ func (in *instance) run(ctx, caller context.Context, r *Request) (*Decision, err
 	}
 	in.abi.Stream = x
 	in.abi.Phase = abi.PhaseRequest
-	defer func() { in.abi.Stream = nil; in.abi.Phase = abi.PhaseIdle }()
+	defer func() { in.abi.Stream = nil; in.abi.Phase = abi.PhaseIdle; in.stream = abi.Stream{} }()
 
 	id := uint64(x.ID)
 	if _, err := in.call(ctx, in.onContextCreate, "proxy_on_context_create", id, abi.RootContextID); err != nil {

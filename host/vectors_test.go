@@ -34,6 +34,13 @@ type hostRunner struct {
 	// caches them by SANs.
 	ca     *pki.CA
 	leaves map[[2]string]*x509.Certificate
+	// replaced: every instance is retired after its request, so each
+	// request after a configuration's first runs in a replacement.
+	replaced bool
+	// configs, sent and retired count configurations, requests and
+	// instances retired, over the configurations closed so far.
+	configs, sent int
+	retired       float64
 }
 
 func (*hostRunner) Observes() vectors.Observes { return vectors.ObservesReply }
@@ -45,10 +52,15 @@ func (r *hostRunner) Configure(t testing.TB, conf string) {
 	}
 	r.close()
 	r.reg = prometheus.NewRegistry()
-	h, err := host.New(context.Background(), wasm.Module, host.Options{
+	opts := host.Options{
 		PoolSize: 1, PluginConfig: []byte(conf), CacheDir: r.cache, Registerer: r.reg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if r.replaced {
+		opts.RetireBytes = 1
+	}
+	r.configs++
+	h, err := host.New(context.Background(), wasm.Module, opts)
 	if err != nil {
 		t.Fatalf("configuration %s: %v", conf, err)
 	}
@@ -57,12 +69,14 @@ func (r *hostRunner) Configure(t testing.TB, conf string) {
 
 func (r *hostRunner) close() {
 	if r.h != nil {
+		r.retired += gathered(r.reg, "kvgate_wasm_instances_replaced_total", "grown")
 		_ = r.h.Close(context.Background())
 		r.h = nil
 	}
 }
 
 func (r *hostRunner) Send(c *vectors.Case) (vectors.Result, error) {
+	r.sent++
 	hdr := http.Header{}
 	for k, v := range c.Request.Headers {
 		hdr.Set(k, v)
@@ -179,4 +193,30 @@ func TestVectors(t *testing.T) {
 	// A sender's properties come from a TLS state and a remote address, as
 	// the sidecar hands them over.
 	vectors.Run(t, &hostRunner{}, mtlsAbsent, unverifiedSAN)
+}
+
+// TestVectorsReplaced runs every conformance case but each configuration's
+// first in an instance that replaced a retired one: a replacement must
+// answer and count exactly as the pool's first instance.
+func TestVectorsReplaced(t *testing.T) {
+	r := &hostRunner{replaced: true}
+	vectors.Run(t, r, vectors.Skip("this runner does not yet hand a sender's properties to the host",
+		func(c *vectors.Case) bool { return c.Sender != nil }))
+	r.close()
+	if int(r.retired) != r.sent {
+		t.Fatalf("%d requests in %d configurations, %v instances retired", r.sent, r.configs, r.retired)
+	}
+}
+
+// gathered is the value of the series of family whose one label has value.
+func gathered(reg *prometheus.Registry, family, value string) float64 {
+	families, _ := reg.Gather()
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == family && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == value {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

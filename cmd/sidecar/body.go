@@ -45,6 +45,10 @@ func (b *bodyBuf) bytes() []byte {
 	return (*b.b)[:b.n]
 }
 
+// pooled reports whether the body is in a pooled buffer, which must be
+// released once nothing reads it.
+func (b *bodyBuf) pooled() bool { return b != nil && b.b != nil && b.class >= 0 }
+
 // release gives the buffer back to its pool, once.
 func (b *bodyBuf) release() {
 	if b == nil || b.b == nil || !b.done.CompareAndSwap(false, true) {
@@ -55,7 +59,25 @@ func (b *bodyBuf) release() {
 	}
 }
 
+// smallBody is the longest body read into memory of its own rather than a
+// pooled buffer. A small body is forwarded as an in-memory reader, which
+// the transport writes together with the headers, in one write. A body in
+// a pooled buffer must be forwarded as a type of the sidecar's own, whose
+// Close gives the buffer back once the transport is done with it, and
+// net/http writes the headers of a request whose body it does not know in
+// a write of their own, before the body: one more system call, and one
+// more segment for the worker to wait for. Small allocations cost the
+// garbage collector little; the pools are for the large ones.
+const smallBody = 32 << 10
+
+// getBuf returns a buffer of at least n bytes and its size class: a
+// buffer of its own (class -1) for a small or an enormous body, else one
+// from its class's pool.
 func getBuf(n int) (*[]byte, int) {
+	if n <= smallBody {
+		b := make([]byte, n)
+		return &b, -1
+	}
 	c := sizeClass(n)
 	if c >= len(bodyPools) {
 		b := make([]byte, n)
@@ -77,7 +99,7 @@ type changedBodyKey struct{}
 // (the previous one, if the guest writes again, goes back to its pool).
 func changedBody(ctx context.Context, n int) []byte {
 	slot, _ := ctx.Value(changedBodyKey{}).(**bodyBuf)
-	if slot == nil {
+	if slot == nil || n <= smallBody {
 		return nil // the host allocates
 	}
 	(*slot).release()
@@ -165,11 +187,61 @@ func errTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// forwardBody is the body handed to the transport. Close releases the
-// buffer, and it can come while the transport's writer still reads (the
-// worker answered before reading the whole body, and ReverseProxy closes
-// the body when it returns): reads and Close are serialised, and a read
-// after Close fails, so a recycled buffer is never sent.
+// forwardRequest returns a shallow copy of r with body as its body, for
+// ReverseProxy, and done, to call once the proxy has returned. buf holds
+// body when it is a pooled buffer, else nil.
+//
+// ReverseProxy hands the transport a wrapper of the body whose Close does
+// not reach it, and closes that wrapper when it returns: the transport never
+// closes the body itself. A pooled buffer goes back to its pool in done,
+// after waiting for a read in flight (forwardBody). A body in memory of its
+// own is left to the garbage collector, and reaches the transport as an
+// in-memory reader (bodyTransport).
+func forwardRequest(r *http.Request, body []byte, buf *bodyBuf) (out *http.Request, done func()) {
+	switch {
+	case len(body) == 0:
+		out = new(http.Request)
+		*out = *r
+		out.Body = http.NoBody
+		done = func() {}
+	case buf.pooled():
+		out = new(http.Request)
+		*out = *r
+		fb := &forwardBody{r: bytes.NewReader(body), buf: buf}
+		out.Body, done = fb, func() { _ = fb.Close() }
+	default:
+		out = r.WithContext(context.WithValue(r.Context(), forwardBytesKey{}, body))
+		out.Body, done = io.NopCloser(bytes.NewReader(body)), func() {}
+	}
+	out.ContentLength = int64(len(body))
+	return out, done
+}
+
+// forwardBytesKey carries, in the context of a request handed to
+// ReverseProxy, its body when the body is in memory of its own.
+type forwardBytesKey struct{}
+
+// bodyTransport is the upstream transport, handing it a body in memory of
+// its own as an in-memory reader. ReverseProxy wraps every body in a
+// reader of its own, and net/http writes the headers of a body it does not
+// know in a write of their own, before the body; given the bytes, it writes
+// headers and a small body in one, and the worker reads them in one piece.
+type bodyTransport struct{ http.RoundTripper }
+
+func (t bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b, ok := r.Context().Value(forwardBytesKey{}).([]byte); ok && r.Body != nil && r.ContentLength == int64(len(b)) {
+		r2 := *r // RoundTrip must not change the request it is given
+		r2.Body = io.NopCloser(bytes.NewReader(b))
+		r = &r2
+	}
+	return t.RoundTripper.RoundTrip(r)
+}
+
+// forwardBody is the body of a forwarded request in a pooled buffer. Close
+// releases the buffer, and it can come while the transport's writer still
+// reads (the worker answered before reading the whole body): reads and
+// Close are serialised, and a read after Close fails, so a recycled buffer
+// is never sent.
 type forwardBody struct {
 	mu     sync.Mutex
 	r      *bytes.Reader

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -148,6 +149,70 @@ func TestAccessLogWithoutBody(t *testing.T) {
 	for _, never := range []string{"secret", "sk-", "kv_hints"} {
 		if strings.Contains(line, never) {
 			t.Errorf("access log contains %q: %s", never, line)
+		}
+	}
+}
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A forwarded body reaches the transport as net/http's in-memory reader when
+// it is in memory of its own (so headers and body leave in one write), and
+// as a forwardBody when it is in a pooled buffer, which goes back to its
+// pool once the proxy is done, while later reads fail.
+func TestForwardRequest(t *testing.T) {
+	small := strings.Repeat("s", 1000)
+	large := strings.Repeat("L", smallBody+1)
+	for _, c := range []struct {
+		name, body string
+		pooled     bool
+	}{{"empty", "", false}, {"small", small, false}, {"large", large, true}} {
+		in, _ := http.NewRequest("POST", "http://x/v1/chat/completions", strings.NewReader(c.body))
+		in.ContentLength = int64(len(c.body))
+		buf, err := readBody(in, 1<<20, idleTimer{})
+		if err != nil || buf.pooled() != c.pooled {
+			t.Fatalf("%s: read: %v, pooled %v", c.name, err, buf.pooled())
+		}
+		out, done := forwardRequest(in, buf.bytes(), buf)
+		if out.ContentLength != int64(len(c.body)) {
+			t.Fatalf("%s: content length %d", c.name, out.ContentLength)
+		}
+		var seen io.Reader
+		tr := bodyTransport{roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			seen = r.Body
+			b, _ := io.ReadAll(r.Body)
+			if string(b) != c.body {
+				t.Errorf("%s: the transport read %d bytes", c.name, len(b))
+			}
+			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+		})}
+		if _, err := tr.RoundTrip(out); err != nil {
+			t.Fatal(err)
+		}
+		switch c.name {
+		case "empty":
+			if seen != http.NoBody {
+				t.Errorf("empty: body %T", seen)
+			}
+		case "small":
+			if reflect.TypeOf(seen) != reflect.TypeOf(io.NopCloser(bytes.NewReader(nil))) {
+				t.Errorf("small: the transport got a %T, not an in-memory reader", seen)
+			}
+		case "large":
+			if _, ok := seen.(*forwardBody); !ok {
+				t.Errorf("large: the transport got a %T", seen)
+			}
+		}
+		done()
+		if c.pooled {
+			if !buf.done.Load() {
+				t.Errorf("%s: pooled buffer not released", c.name)
+			}
+			if _, err := out.Body.Read(make([]byte, 1)); !errors.Is(err, errBodyClosed) {
+				t.Errorf("%s: read after done: %v", c.name, err)
+			}
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -102,14 +101,8 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = maxIdleUpstream
-	tr.MaxIdleConnsPerHost = maxIdleUpstream
-	tr.DisableCompression = true
-	// Headers and a small body leave in one write.
-	tr.WriteBufferSize = 64 << 10
 	s.proxy = &httputil.ReverseProxy{
-		Transport: tr,
+		Transport: bodyTransport{upstreamTransport()},
 		ErrorLog:  newNetLogger(log, "proxy"),
 		// FlushInterval 0: ReverseProxy itself flushes every write of a
 		// text/event-stream or unknown-length (chunked) response, so
@@ -244,7 +237,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		return "bad_request"
 	}
 	// buf goes back to its pool when the request is done with it: here,
-	// unless it is forwarded, in which case the transport's Close does it.
+	// unless it is forwarded, in which case forwardRequest's closer does it.
 	forwarding := false
 	defer func() {
 		if !forwarding {
@@ -317,23 +310,20 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		_, _ = w.Write(d.Local.Body)
 		return "local_reply"
 	}
-	// The request to forward: a shallow copy of r carrying the decision.
-	out := new(http.Request)
-	*out = *r
-	out.ContentLength = int64(len(d.Body))
+	// The request to forward: a shallow copy of r carrying the decision,
+	// its body d.Body, in the pooled buffer fwd or in memory of its own.
+	var fwd *bodyBuf
 	switch {
 	case len(d.Body) == 0:
-		out.Body = http.NoBody
 	case d.BodyChanged:
-		fb := &forwardBody{r: bytes.NewReader(d.Body)}
 		if changed != nil && &(*changed.b)[0] == &d.Body[0] {
-			fb.buf, changed = changed, nil // released when the transport is done
+			fwd, changed = changed, nil
 		}
-		out.Body = fb
 	default: // the original bytes, in buf
-		forwarding = true
-		out.Body = &forwardBody{r: bytes.NewReader(d.Body), buf: buf}
+		fwd, forwarding = buf, true
 	}
+	out, done := forwardRequest(r, d.Body, fwd)
+	defer done()
 	if d.HeaderChanged {
 		out.Header = d.Header // ReverseProxy clones it and drops hop-by-hop fields
 		if d.Method != "" {

@@ -79,6 +79,9 @@ type Instance struct {
 	Phase Phase
 	// Stream is the HTTP request being served, or nil.
 	Stream *Stream
+
+	scratch    []byte    // a header map on its way to the guest, reused
+	allocStack [1]uint64 // the guest allocator's argument and result
 }
 
 // Stream is one HTTP request's proxy-wasm state: what the guest sees and
@@ -162,9 +165,9 @@ func (in *Instance) copyOut(ctx context.Context, fn string, data []byte, retPtr,
 		if uint64(len(data)) > math.MaxUint32 {
 			return proxywasm.StatusInvalidMemoryAccess
 		}
-		var s [1]uint64
+		s := in.allocStack[:]
 		s[0] = uint64(len(data))
-		if err := in.Alloc.CallWithStack(ctx, s[:]); err != nil {
+		if err := in.Alloc.CallWithStack(ctx, s); err != nil {
 			panic(fmt.Errorf("%s: guest allocator failed: %w", fn, err))
 		}
 		addr = uint32(s[0])

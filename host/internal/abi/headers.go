@@ -25,7 +25,8 @@ func headerMapFuncs() []hostFunc {
 			if st != proxywasm.StatusOK {
 				return st
 			}
-			return in.copyOut(ctx, "proxy_get_header_map_pairs", proxywasm.EncodeHeaderMap(*fs), uint32(s[1]), uint32(s[2]))
+			in.scratch = proxywasm.AppendHeaderMap(in.scratch[:0], *fs)
+			return in.copyOut(ctx, "proxy_get_header_map_pairs", in.scratch, uint32(s[1]), uint32(s[2]))
 		}),
 		fn("proxy_set_header_map_pairs", ps(3), func(_ context.Context, in *Instance, s []uint64) proxywasm.Status {
 			raw := in.Mem.Read("proxy_set_header_map_pairs", uint32(s[1]), uint32(s[2]))
@@ -92,20 +93,28 @@ func headerMapFuncs() []hostFunc {
 			return proxywasm.StatusOK
 		}),
 		fn("proxy_remove_header_map_value", ps(3), func(_ context.Context, in *Instance, s []uint64) proxywasm.Status {
-			key := strings.ToLower(in.Mem.ReadString("proxy_remove_header_map_value", uint32(s[1]), uint32(s[2])))
+			key := in.Mem.Read("proxy_remove_header_map_value", uint32(s[1]), uint32(s[2]))
 			fs, changed, st := in.headerMap(proxywasm.MapType(s[0]))
 			if st != proxywasm.StatusOK {
 				return st
 			}
-			out := (*fs)[:0:0]
+			n := 0
 			for _, f := range *fs {
-				if f[0] != key {
+				if equalFold(f[0], key) {
+					n++
+				}
+			}
+			if n == 0 {
+				return proxywasm.StatusOK
+			}
+			// A new slice: the host compares it with the map as first shown.
+			out := make([][2]string, 0, len(*fs)-n)
+			for _, f := range *fs {
+				if !equalFold(f[0], key) {
 					out = append(out, f)
 				}
 			}
-			if len(out) != len(*fs) {
-				*fs, *changed = out, true
-			}
+			*fs, *changed = out, true
 			return proxywasm.StatusOK
 		}),
 	}
