@@ -19,6 +19,11 @@ import (
 // and any other build leaves it "dev".
 var Version = "dev"
 
+// Revision is the source revision, set at link time by `make release`
+// (which builds with -buildvcs=false, for reproducible binaries);
+// otherwise it is read from the build information.
+var Revision = ""
+
 // Info is what a binary knows about its own build.
 type Info struct {
 	// Version is Version: "dev", or the release set at link time.
@@ -34,11 +39,17 @@ type Info struct {
 // Get returns the running binary's build information.
 func Get() Info {
 	info := Info{Version: Version, Revision: "unknown", GoVersion: runtime.Version()}
+	if Revision != "" {
+		info.Revision = Revision
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return info
 	}
 	info.Revision = revision(bi.Settings)
+	if Revision != "" {
+		info.Revision = Revision
+	}
 	return info
 }
 

@@ -209,9 +209,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 // goBuild builds pkg of the main module for one platform, reproducibly.
 func goBuild(ctx context.Context, o Options, pkg string, p v1.Platform, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		// -X sets main.version once the binaries define it; the linker
-		// ignores it until then.
-		"-ldflags", "-s -w -buildid= -X main.version="+o.Version,
+		// The version and the revision the binaries print for -version and
+		// export as kvgate_build_info (-buildvcs=false leaves the build
+		// info without a revision, so it is set here).
+		"-ldflags", "-s -w -buildid= -X github.com/kvgate/kvgate/internal/version.Version="+o.Version+
+			" -X github.com/kvgate/kvgate/internal/version.Revision="+o.Revision,
 		"-o", out, pkg)
 	cmd.Dir = o.Root
 	env := []string{"CGO_ENABLED=0", "GOOS=" + p.OS, "GOARCH=" + p.Architecture, "GOFLAGS=-buildvcs=false",

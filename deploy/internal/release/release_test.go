@@ -423,6 +423,11 @@ func runImageBinary(t *testing.T, bin []byte, entrypoint []string) {
 		_, _ = io.WriteString(w, `{"object":"chat.completion"}`)
 	}))
 	defer worker.Close()
+	// -version prints what make release linked in.
+	if out, err := exec.Command(path, "-version").Output(); err != nil ||
+		!strings.Contains(string(out), version) || !strings.Contains(string(out), "0123456789abcdef0123456789abcdef01234567") {
+		t.Errorf("-version: %q %v, want the release %s and its revision", out, err, version)
+	}
 	s := series.StartSidecar(t, path, worker.URL, entrypoint[1:]...)
 	resp, err := http.Post(s.API+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[],"kv_hints":{"protocol_version":"0.1","actions":[]}}`))
