@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -101,40 +98,21 @@ func TestTrustedSendersParity(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				key := "senders-parity/" + h.name + "/" + c.name
-				req, _ := http.NewRequest("POST", "https://"+h.addr+"/v1/chat/completions", bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(CaseHeader, key)
-				for k, v := range c.headers {
-					req.Header.Set(k, v)
-				}
-				resp, err := tlsClient(ca, c.cert).Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				reply, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					t.Fatalf("status %d: %s", resp.StatusCode, reply)
-				}
-				recs := w.Records(key)
-				if len(recs) != 1 {
-					t.Fatalf("%d requests at the worker", len(recs))
-				}
+				rec := postMTLS(t, w, ca, c.cert, "https://"+h.addr+"/v1/chat/completions", "senders-parity/"+h.name+"/"+c.name, body, c.headers)
 				after, err := h.scrape()
 				if err != nil {
 					t.Fatal(err)
 				}
 				d := parseSeries(after).delta(parseSeries(before))
-				got[h.name+"/"+c.name] = outcome{string(recs[0].Body), d}
+				got[h.name+"/"+c.name] = outcome{string(rec.Body), d}
 				want, counter := stripped, `trtllm_kv_hints_ignored_total{reason="untrusted"}`
 				if c.trusted {
 					want, counter = admitted, `kvgate_kv_hints_admitted_total{}`
 				}
-				if string(recs[0].Body) != want {
-					t.Errorf("worker received\n%s\nwant\n%s", recs[0].Body, want)
+				if string(rec.Body) != want {
+					t.Errorf("worker received\n%s\nwant\n%s", rec.Body, want)
 				}
-				if v := recs[0].Header.Values("X-Forwarded-Client-Cert"); len(v) != 0 {
+				if v := rec.Header.Values("X-Forwarded-Client-Cert"); len(v) != 0 {
 					t.Errorf("the worker received x-forwarded-client-cert %q", v)
 				}
 				if d[counter] != 1 {

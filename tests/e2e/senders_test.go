@@ -79,6 +79,33 @@ func tlsClient(ca *pki.CA, cert *pki.Leaf) *http.Client {
 	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
 }
 
+// postMTLS posts body to url over TLS, presenting cert (none when nil) and
+// the extra headers, tagged key for the recording worker, and returns the
+// one request the worker received; any other answer fails the test.
+func postMTLS(t *testing.T, w *Worker, ca *pki.CA, cert *pki.Leaf, url, key string, body []byte, headers map[string]string) Record {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(CaseHeader, key)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := tlsClient(ca, cert).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, reply)
+	}
+	recs := w.Records(key)
+	if len(recs) != 1 {
+		t.Fatalf("%d requests at the worker", len(recs))
+	}
+	return recs[0]
+}
+
 // probeLine returns the probe's log line for a case, as key=value pairs.
 func probeLine(t *testing.T, e *envoytest.Process, key string) map[string]string {
 	t.Helper()
@@ -191,33 +218,15 @@ func TestTrustedSendersEnvoy(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := "senders/" + c.name
-			req, _ := http.NewRequest("POST", fmt.Sprintf("https://127.0.0.1:%d/v1/chat/completions", c.port), bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(CaseHeader, key)
-			for k, v := range c.headers {
-				req.Header.Set(k, v)
-			}
-			resp, err := tlsClient(ca, c.cert).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reply, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d: %s", resp.StatusCode, reply)
-			}
-			recs := w.Records(key)
-			if len(recs) != 1 {
-				t.Fatalf("%d requests at the worker", len(recs))
-			}
+			rec := postMTLS(t, w, ca, c.cert, fmt.Sprintf("https://127.0.0.1:%d/v1/chat/completions", c.port), key, body, c.headers)
 			want, counter := stripped, `trtllm_kv_hints_ignored_total{reason="untrusted"}`
 			if c.trusted {
 				want, counter = admitted, `kvgate_kv_hints_admitted_total{}`
 			}
-			if got := string(recs[0].Body); got != want {
+			if got := string(rec.Body); got != want {
 				t.Errorf("worker received\n%s\nwant\n%s", got, want)
 			}
-			if v := recs[0].Header.Values("X-Forwarded-Client-Cert"); len(v) != 0 {
+			if v := rec.Header.Values("X-Forwarded-Client-Cert"); len(v) != 0 {
 				t.Errorf("the worker received x-forwarded-client-cert %q", v)
 			}
 			after, err := e.Prometheus()
@@ -233,7 +242,7 @@ func TestTrustedSendersEnvoy(t *testing.T) {
 			p := probeLine(t, e, key)
 			t.Logf("Envoy supplied: connection.mtls=%s uri_san=%s dns_san=%s source.address=%s; the filters saw x-forwarded-for=%s x-forwarded-client-cert=%s; the worker got x-forwarded-for=%q",
 				p["connection.mtls"], p["connection.uri_san_peer_certificate"], p["connection.dns_san_peer_certificate"], p["source.address"],
-				p["x-forwarded-for"], p["x-forwarded-client-cert"], recs[0].Header.Values("X-Forwarded-For"))
+				p["x-forwarded-for"], p["x-forwarded-client-cert"], rec.Header.Values("X-Forwarded-For"))
 			if p["connection.mtls"] != c.mtls || p["connection.uri_san_peer_certificate"] != c.uri ||
 				p["connection.dns_san_peer_certificate"] != c.dns || !c.source.MatchString(p["source.address"]) {
 				t.Errorf("Envoy supplied %v, want mtls %s, uri %s, dns %s, source %s", p, c.mtls, c.uri, c.dns, c.source)
