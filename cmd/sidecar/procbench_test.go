@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -265,40 +264,8 @@ func procPairs(b *testing.B, body []byte, clients int, plain, side benchProc) {
 //
 //	go test -run '^$' -bench ProcsRounds -benchtime 30x -count 3 ./cmd/sidecar
 func BenchmarkProcsRounds(b *testing.B) {
-	const clients, roundSize = 64, 1024
 	echo := startHelper(b, "echo", "")
-	targets := []benchProc{startHelper(b, "proxy", echo.url), startSidecarProc(b, "", echo.url, strings.Fields(os.Getenv("KVGATE_BENCH_ARGS"))...)}
-	body := chatBody(4096)
-	var rounds [2]func() time.Duration
-	for i, p := range targets {
-		tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients}
-		b.Cleanup(tr.CloseIdleConnections)
-		cl := &http.Client{Transport: tr}
-		url := p.url + "/v1/chat/completions"
-		rounds[i] = func() time.Duration {
-			start := time.Now()
-			concurrently(clients, roundSize, func(int) { timedPost(b, cl, url, body) })
-			return time.Since(start)
-		}
-		rounds[i]() // warm connections and instances
-	}
-	var total [2]time.Duration
-	ratio := make([]float64, b.N)
-	b.SetBytes(int64(2 * roundSize * len(body)))
-	b.ResetTimer()
-	for i := range b.N {
-		var t [2]time.Duration
-		for k := range 2 {
-			side := (i + k) % 2
-			t[side] = rounds[side]()
-			total[side] += t[side]
-		}
-		ratio[i] = 100 * float64(t[0]) / float64(t[1])
-	}
-	b.StopTimer()
-	sort.Float64s(ratio)
-	perSec := func(d time.Duration) float64 { return float64(b.N*roundSize) / d.Seconds() }
-	b.ReportMetric(perSec(total[0]), "proxy-req/s")
-	b.ReportMetric(perSec(total[1]), "sidecar-req/s")
-	b.ReportMetric(ratio[len(ratio)/2], "sidecar-%-of-proxy")
+	plain := startHelper(b, "proxy", echo.url)
+	side := startSidecarProc(b, "", echo.url, strings.Fields(os.Getenv("KVGATE_BENCH_ARGS"))...)
+	alternateRounds(b, plain.url, side.url)
 }
