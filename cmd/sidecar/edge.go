@@ -52,15 +52,15 @@ func (s *server) screen(w *statusWriter, r *http.Request) string {
 	case r.Method == http.MethodConnect || r.Method == "PRI":
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		closeAfterReply(w)
-		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not supported: the sidecar forwards API requests, not tunnels", "invalid_request_error")
+		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not supported: the sidecar forwards API requests, not tunnels")
 		return "unsupported_protocol"
 	case strings.IndexByte(r.RequestURI, '#') >= 0:
 		closeAfterReply(w)
-		writeError(w, http.StatusBadRequest, "the request target contains '#': a fragment is never sent in a request", "invalid_request_error")
+		writeError(w, http.StatusBadRequest, "the request target contains '#': a fragment is never sent in a request")
 		return "bad_request"
 	case wantsUpgrade(r.Header):
 		closeAfterReply(w)
-		writeError(w, http.StatusBadRequest, "protocol upgrades (WebSocket, h2c) are not supported: every request body must pass the filter", "invalid_request_error")
+		writeError(w, http.StatusBadRequest, "protocol upgrades (WebSocket, h2c) are not supported: every request body must pass the filter")
 		return "unsupported_protocol"
 	}
 	return ""

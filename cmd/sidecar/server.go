@@ -125,7 +125,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 			}
 			// Transport errors can quote the worker's bytes.
 			log.Warn("upstream error", "err", redactQuoted(err.Error()), "path", r.URL.Path)
-			writeError(w, http.StatusBadGateway, "upstream unavailable", httperr.TypeServer)
+			writeError(w, http.StatusBadGateway, "upstream unavailable")
 		},
 	}
 	s.ready.Store(true)
@@ -229,11 +229,11 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	switch {
 	case err != nil && errTimeout(err):
 		closeAfterReply(w) // answer now, not once the rest of the body came
-		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout), "invalid_request_error")
+		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout))
 		return "body_timeout"
 	case err != nil:
 		closeAfterReply(w) // what is left of the connection is not a request
-		writeError(w, http.StatusBadRequest, "cannot read the request body", "invalid_request_error")
+		writeError(w, http.StatusBadRequest, "cannot read the request body")
 		return "bad_request"
 	}
 	// buf goes back to its pool when the request is done with it: here,
@@ -245,7 +245,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		}
 	}()
 	if k := forbiddenTrailer(r.Trailer); k != "" {
-		writeError(w, http.StatusBadRequest, "the request's trailer carries "+k+", which a trailer must not", "invalid_request_error")
+		writeError(w, http.StatusBadRequest, "the request's trailer carries "+k+", which a trailer must not")
 		return "bad_request"
 	}
 	body := buf.bytes()
@@ -293,11 +293,11 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		}
 		s.failures.WithLabelValues(reason).Inc()
 		s.log.Error("filter failed; request not forwarded", "reason", reason, "err", err, "path", r.URL.Path)
-		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded", httperr.TypeServer)
+		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded")
 		return "filter_failure"
 	}
 	if tooLarge && d.Local == nil { // the guest's own refusal (413, or 415 for an encoded body) stands
-		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg, httperr.TypeInvalidRequest)
+		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg)
 		return "too_large"
 	}
 	if d.Local != nil {
@@ -356,8 +356,13 @@ func failureReason(err error) string {
 	return "error"
 }
 
-// writeError answers with an OpenAI-style JSON error (the guest's own).
-func writeError(w http.ResponseWriter, status int, msg, typ string) {
+// writeError answers with an OpenAI-style JSON error (the guest's own
+// shape): type invalid_request_error for a 4xx, server_error for a 5xx.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	typ := httperr.TypeInvalidRequest
+	if status >= 500 {
+		typ = httperr.TypeServer
+	}
 	w.Header().Set("Content-Type", "application/json")
 	b := httperr.Body(status, typ, msg)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
