@@ -152,17 +152,6 @@ func (r *hostRunner) sender(req *host.Request, s *vectors.Sender) error {
 	return nil
 }
 
-// The sender properties no TLS stack gives, which this runner leaves out.
-var (
-	mtlsAbsent = vectors.Skip("the host always answers connection.mtls (0 or 1, as Envoy does); it cannot leave it absent",
-		func(c *vectors.Case) bool { return c.Sender != nil && c.Sender.MTLS == nil })
-	unverifiedSAN = vectors.Skip("the host gives a certificate's SANs only with a verified chain, which makes connection.mtls 1",
-		func(c *vectors.Case) bool {
-			s := c.Sender
-			return s != nil && s.MTLS != nil && !*s.MTLS && (s.URISAN != nil || s.DNSSAN != nil)
-		})
-)
-
 func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 	families, err := r.reg.Gather()
 	if err != nil {
@@ -192,7 +181,7 @@ func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 func TestVectors(t *testing.T) {
 	// A sender's properties come from a TLS state and a remote address, as
 	// the sidecar hands them over.
-	vectors.Run(t, &hostRunner{}, mtlsAbsent, unverifiedSAN)
+	vectors.Run(t, &hostRunner{}, vectors.SkipNotFromTLS()...)
 }
 
 // TestVectorsReplaced runs every conformance case but each configuration's
@@ -200,8 +189,7 @@ func TestVectors(t *testing.T) {
 // answer and count exactly as the pool's first instance.
 func TestVectorsReplaced(t *testing.T) {
 	r := &hostRunner{replaced: true}
-	vectors.Run(t, r, vectors.Skip("this runner does not yet hand a sender's properties to the host",
-		func(c *vectors.Case) bool { return c.Sender != nil }))
+	vectors.Run(t, r, vectors.SkipNotFromTLS()...)
 	r.close()
 	if int(r.retired) != r.sent {
 		t.Fatalf("%d requests in %d configurations, %v instances retired", r.sent, r.configs, r.retired)

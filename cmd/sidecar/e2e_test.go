@@ -196,14 +196,7 @@ func (p *senderPKI) client(s *vectors.Sender) (*http.Client, error) {
 // from loopback, each for its reason. Those it runs connect from
 // 127.0.0.1: the source port is the client's own, not the case's, and no
 // rule reads ports.
-var binarySenderSkips = []vectors.Option{
-	vectors.Skip("the sidecar always supplies connection.mtls (0 or 1); it cannot be absent",
-		func(c *vectors.Case) bool { return c.Sender != nil && c.Sender.MTLS == nil }),
-	vectors.Skip("SANs reach the filter only from a verified certificate (mtls 1); an unverified one fails the handshake",
-		func(c *vectors.Case) bool {
-			s := c.Sender
-			return s != nil && !*s.MTLS && (s.URISAN != nil || s.DNSSAN != nil)
-		}),
+var binarySenderSkips = append(vectors.SkipNotFromTLS(),
 	vectors.Skip("the sidecar always supplies source.address, the connection's peer",
 		func(c *vectors.Case) bool { return c.Sender != nil && c.Sender.SourceAddress == nil }),
 	vectors.Skip("the case's source address is not 127.0.0.1, where the test's connections come from",
@@ -215,7 +208,7 @@ var binarySenderSkips = []vectors.Option{
 			host, _, err := net.SplitHostPort(*s.SourceAddress)
 			return err != nil || host != "127.0.0.1"
 		}),
-}
+)
 
 func (r *binaryRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	req, err := http.NewRequest(c.Request.Method, r.scheme+"://"+r.api+c.Request.Path, bytes.NewReader(c.Request.Body))

@@ -142,6 +142,22 @@ type skip struct {
 // Dir loads the cases from dir instead of the repository's tests/vectors.
 func Dir(dir string) Option { return func(c *config) { c.dir = dir } }
 
+// SkipNotFromTLS are the Skips of a host that takes the sender from a real
+// TLS connection, as Envoy and the sidecar do: such a host never leaves
+// connection.mtls absent (it answers 0 or 1), and gives a certificate's
+// SANs only from a verified chain, which makes connection.mtls 1.
+func SkipNotFromTLS() []Option {
+	return []Option{
+		Skip("a host that takes the sender from TLS always answers connection.mtls (0 or 1, as Envoy does)",
+			func(c *Case) bool { return c.Sender != nil && c.Sender.MTLS == nil }),
+		Skip("a host that takes the sender from TLS gives SANs only from a verified certificate (connection.mtls 1)",
+			func(c *Case) bool {
+				s := c.Sender
+				return s != nil && s.MTLS != nil && !*s.MTLS && (s.URISAN != nil || s.DNSSAN != nil)
+			}),
+	}
+}
+
 // Skip leaves out the cases match selects because the host cannot run them,
 // for the given reason: each shows up as a skipped subtest with the reason,
 // and the count per reason is logged. A Skip that selects no case fails the
