@@ -171,14 +171,7 @@ func TestSenderSteadyStateAllocations(t *testing.T) {
 		props: map[string][]byte{PropertyMTLS: {1}, PropertyURISAN: []byte("spiffe://cluster.local/ns/batch/sa/job"),
 			PropertyDNSSAN: []byte("job.batch.svc"), PropertySourceAddress: []byte("[2001:db8:7::9]:5000")}}
 	p.host = host
-	run := func() {
-		p.OnContextCreate(2, rootID)
-		p.OnRequestHeaders(2, 2, false)
-		p.OnRequestBody(2, len(body), true)
-		p.OnDone(2)
-	}
-	run()
-	if n := testing.AllocsPerRun(100, run); n != 0 {
+	if n := requestAllocs(p, len(body)); n != 0 {
 		t.Errorf("%v allocations per request", n)
 	}
 	if host.reads == 0 {
