@@ -19,6 +19,23 @@ var benchSizes = []struct {
 // the same kvhints rewrite natively. MB/s is body bytes per second.
 //
 //	go test -run '^$' -bench Lifecycle -benchtime 2s ./wasm/
+//
+// timeGuest sends body b.N times through h and reports the time and rate
+// in the guest, the wall time less the time spent in host functions.
+func timeGuest(b *testing.B, h *wzHost, body []byte) {
+	b.SetBytes(int64(len(body)))
+	h.hostTime = 0
+	start := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.request("/v1/chat/completions", body)
+	}
+	b.StopTimer()
+	guest := time.Since(start) - h.hostTime
+	b.ReportMetric(float64(guest.Nanoseconds())/float64(b.N), "guest-ns/op")
+	b.ReportMetric(float64(len(body))*float64(b.N)/guest.Seconds()/1e6, "guest-MB/s")
+}
+
 func BenchmarkLifecycle(b *testing.B) {
 	for _, s := range benchSizes {
 		body := hintBody(s.n)
@@ -28,17 +45,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			if r := h.request("/v1/chat/completions", body); !r.forwarded || len(r.body) >= len(body) {
 				b.Fatal("not stripped")
 			}
-			b.SetBytes(int64(len(body)))
-			h.hostTime = 0
-			start := time.Now()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				h.request("/v1/chat/completions", body)
-			}
-			b.StopTimer()
-			guest := time.Since(start) - h.hostTime
-			b.ReportMetric(float64(guest.Nanoseconds())/float64(b.N), "guest-ns/op")
-			b.ReportMetric(float64(len(body))*float64(b.N)/guest.Seconds()/1e6, "guest-MB/s")
+			timeGuest(b, h, body)
 			b.ReportMetric(float64(h.memSize())/(1<<20), "MiB-linear-memory")
 		})
 		b.Run("wasm-trusted/"+s.name, func(b *testing.B) {
@@ -50,17 +57,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			if r := h.request("/v1/chat/completions", body); !r.forwarded || string(r.body) != string(body) || h.replaces != 0 {
 				b.Fatal("not admitted unchanged")
 			}
-			b.SetBytes(int64(len(body)))
-			h.hostTime = 0
-			start := time.Now()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				h.request("/v1/chat/completions", body)
-			}
-			b.StopTimer()
-			guest := time.Since(start) - h.hostTime
-			b.ReportMetric(float64(guest.Nanoseconds())/float64(b.N), "guest-ns/op")
-			b.ReportMetric(float64(len(body))*float64(b.N)/guest.Seconds()/1e6, "guest-MB/s")
+			timeGuest(b, h, body)
 		})
 		b.Run("native/"+s.name, func(b *testing.B) {
 			var rw kvhints.Rewriter
