@@ -29,7 +29,9 @@ import (
 type hostRunner struct {
 	cache string
 	h     *host.Host
-	reg   *prometheus.Registry
+	// last is the decision of the last request sent.
+	last *host.Decision
+	reg  *prometheus.Registry
 	// ca issues the client certificates that carry a case's SANs; leaves
 	// caches them by SANs.
 	ca     *pki.CA
@@ -92,6 +94,7 @@ func (r *hostRunner) Send(c *vectors.Case) (vectors.Result, error) {
 		}
 	}
 	d, err := r.h.Filter(context.Background(), req)
+	r.last = d
 	if err != nil {
 		return vectors.Result{}, err
 	}
