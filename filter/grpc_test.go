@@ -205,7 +205,8 @@ func TestDecideGRPCEveryLength(t *testing.T) {
 // pyDecode decodes body as json.loads does before parsing
 // (json.detect_encoding, then decoding with surrogatepass) and returns the
 // text in UTF-8, surrogates encoded as three bytes the way Python's
-// surrogatepass writes them; ok is false when Python's decoding fails.
+// surrogatepass writes them; ok is false when Python's decoding fails or
+// leaves a text json.loads cannot start with (secondBOM).
 func pyDecode(b []byte) (text []byte, ok bool) {
 	enc, skip := "utf-8", 0
 	switch {
@@ -230,7 +231,7 @@ func pyDecode(b []byte) (text []byte, ok bool) {
 	}
 	b = b[skip:]
 	if enc == "utf-8" {
-		return b, true // kvhints checks UTF-8 itself
+		return b, !secondBOM(b) // kvhints checks UTF-8 itself
 	}
 	unit := 2
 	if strings.HasPrefix(enc, "utf-32") {
@@ -271,8 +272,15 @@ func pyDecode(b []byte) (text []byte, ok bool) {
 			text = utf8.AppendRune(text, rune(c))
 		}
 	}
-	return text, true
+	return text, !secondBOM(text)
 }
+
+// secondBOM reports decoded text that starts with U+FEFF: the codec took
+// the first BOM off, and json.loads parses the rest as a str, where U+FEFF
+// is no whitespace ("Expecting value"), though kvhints, reading bytes,
+// would take its UTF-8 for a BOM. (Found by FuzzDecideGRPC: 0000feff
+// 0000feff 00000030 passed uninspected, rightly; the model said readable.)
+func secondBOM(text []byte) bool { return bytes.HasPrefix(text, []byte("\uFEFF")) }
 
 // A gRPC request passes uninspected, counted, however its body arrives,
 // and streams through once its first bytes decided; a JSON body labelled
