@@ -92,14 +92,20 @@ oracle: pydeps
 	$(KVGATE_PYTHON) tests/oracle/oracle.py
 
 # Every fuzz target in the module, each for FUZZTIME. A failure stops the
-# run with the fuzzer's whole output (a pipe into tail used to hide it).
+# run with the fuzzer's whole output (a pipe into tail used to hide it);
+# only go test's own "context deadline exceeded" at the end of -fuzztime,
+# with no failing input written, is reported and passed over.
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
 			out=$$(mktemp); \
 			if ! $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; then \
-				cat $$out; rm -f $$out; echo "fuzz $$pkg $$t failed (a failing input is kept under testdata/fuzz)"; exit 1; \
+				if grep -q 'context deadline exceeded' $$out && ! grep -q 'Failing input written' $$out; then \
+					echo "fuzz $$pkg $$t: go test -fuzz stopped at -fuzztime mid-call ('context deadline exceeded', a known toolchain flake); no failing input"; \
+				else \
+					cat $$out; rm -f $$out; echo "fuzz $$pkg $$t failed (a failing input is kept under testdata/fuzz)"; exit 1; \
+				fi; \
 			fi; \
 			tail -n 2 $$out; rm -f $$out; \
 		done; \
