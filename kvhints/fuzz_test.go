@@ -277,6 +277,10 @@ func FuzzMultibyteRun(f *testing.F) {
 		"\xf0\x8f\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80",
 		"\xc0\x80", "\xc1\xbf", "\xc2\x80", "\x80", "\xbf", "\xff", "\xe4\xb8", "\xf0\x9f\x9a", "я\"", "日本\\n",
 		"é abcdefghij\"", "é abcdefghijklmnop\x01", "中 a 文 bcdefgh\\", "ü\x7fabcdefgh\xed\xa0\x80 \x1f", "é\xc3",
+		// Runs long enough for the fast paths (four two-byte or two
+		// three-byte characters at once), and each way to break one.
+		"приветмир\"", "пр\xc1\xbfивет", "при\xc3\x41вет", "приве\xd1", "中文中文中文\\",
+		"हिंदीहिंदी", "中文\xe0\x9f\x80中文", "中文\xed\x9f\xbf中文", "中文\xed\xa0\x80中文", "中\xe4\xb8\x41文中文",
 	} {
 		f.Add([]byte(s))
 	}

@@ -189,11 +189,30 @@ func multibyteRun(b []byte, i int) (end int, surrogate bool) {
 		case c < 0xC2: // a continuation byte, or an overlong lead
 			return i, surrogate
 		case c < 0xE0:
+			// Four two-byte characters at once when the next eight bytes
+			// are (Cyrillic, Greek, Arabic, Hebrew, accented Latin words).
+			if i+8 <= len(b) {
+				if w := binary.LittleEndian.Uint64(b[i:]); w&twoMask == twoBits &&
+					((w&twoLeadLow)+twoCarry)&twoLanes == twoLanes {
+					i += 8
+					continue
+				}
+			}
 			if i+1 >= len(b) || b[i+1]&0xC0 != 0x80 {
 				return i, surrogate
 			}
 			i += 2
 		case c < 0xF0:
+			// Two three-byte characters at once when the next six bytes
+			// are, and neither needs a look at its second byte (CJK,
+			// Devanagari, Hangul, full-width punctuation).
+			if i+8 <= len(b) {
+				if w := binary.LittleEndian.Uint64(b[i:]); w&threeMask == threeBits &&
+					plainThree(byte(w), byte(w>>8)) && plainThree(byte(w>>24), byte(w>>32)) {
+					i += 6
+					continue
+				}
+			}
 			if i+2 >= len(b) {
 				return i, surrogate
 			}
@@ -220,6 +239,31 @@ func multibyteRun(b []byte, i int) (end int, surrogate bool) {
 		}
 	}
 	return i, surrogate
+}
+
+// The masks of multibyteRun's fast paths, on eight bytes read
+// little-endian. twoMask and twoBits match four sequences 110xxxxx
+// 10xxxxxx; twoLeadLow, twoCarry and twoLanes check that no lead is C0 or
+// C1 (overlong): the lead's bits 1-4, plus 0x7FFF, carry into the high bit
+// of each 16-bit lane exactly when one of them is set. threeMask and
+// threeBits match two sequences 1110xxxx 10xxxxxx 10xxxxxx in the low six
+// bytes.
+const (
+	twoMask    = 0xC0E0C0E0C0E0C0E0
+	twoBits    = 0x80C080C080C080C0
+	twoLeadLow = 0x001E001E001E001E
+	twoCarry   = 0x7FFF7FFF7FFF7FFF
+	twoLanes   = 0x8000800080008000
+	threeMask  = 0x0000C0C0F0C0C0F0
+	threeBits  = 0x00008080E08080E0
+)
+
+// plainThree reports whether a three-byte sequence with lead c and second
+// byte c1 (both already of the right shape) is valid and not a surrogate:
+// E0 needs c1 ≥ A0 (shorter ones are overlong), ED needs c1 < A0 (the
+// surrogates, which the slow path flags).
+func plainThree(c, c1 byte) bool {
+	return (c != 0xE0 || c1 >= 0xA0) && (c != 0xED || c1 < 0xA0)
 }
 
 // encodedSurrogate reports whether b starts with the three-byte encoding of
