@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 //	KVGATE_ENVOY_TIME         one row's 64-client window per round (default 1.5s);
 //	                          each 1-client window is half of it
 //	KVGATE_ENVOY_CONCURRENCY  Envoy's --concurrency (default 1)
+//	KVGATE_WASM               another build of the module, for rows d and e
+//	KVGATE_WASM_B             a second build, measured in rows d' and e'
+//	KVGATE_ENVOY_ROWS         only these rows (IDs separated by commas)
 //	KVGATE_ENVOYBENCH_OUT     a directory to write envoy.md (the table) and
 //	                          envoy.txt (every sample, in Go benchmark format
 //	                          for benchstat) into
@@ -100,13 +103,14 @@ func start(tb testing.TB, concurrency int) *harness {
 	}
 	admin := envoytest.FreePort(tb)
 	cfg, err := bootstrap(setup{
-		AdminPort:  admin,
-		Worker:     h.Worker.Addr,
-		ExtProc:    h.ExtProc.Addr,
-		KvgatePath: kvgateModule(),
-		NoopPath:   noop,
-		BarePath:   bare,
-		BodyLimit:  filter.DefaultMaxBodyBytes,
+		AdminPort:   admin,
+		Worker:      h.Worker.Addr,
+		ExtProc:     h.ExtProc.Addr,
+		KvgatePath:  kvgateModule(),
+		KvgateBPath: absPath(os.Getenv("KVGATE_WASM_B")),
+		NoopPath:    noop,
+		BarePath:    bare,
+		BodyLimit:   filter.DefaultMaxBodyBytes,
 	}, h.Rows)
 	if err != nil {
 		tb.Fatal(err)
@@ -132,6 +136,14 @@ func kvgateModule() string {
 	p := os.Getenv("KVGATE_WASM")
 	if p == "" {
 		p = filepath.Join("..", "..", "wasm", "kvgate.wasm")
+	}
+	return absPath(p)
+}
+
+// absPath makes a path absolute ("" stays ""): Envoy runs elsewhere.
+func absPath(p string) string {
+	if p == "" {
+		return ""
 	}
 	a, err := filepath.Abs(p)
 	if err != nil {

@@ -3,6 +3,8 @@ package envoybench
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,8 +125,32 @@ func (r *row) want(body []byte) []byte {
 }
 
 // rows are the configurations, in table order; baseline is the row the
-// others are compared with.
+// others are compared with. With $KVGATE_WASM_B set, rows d' and e' run
+// that build of the module beside d and e, to compare two builds in one
+// run; $KVGATE_ENVOY_ROWS (IDs separated by commas, the baseline always
+// among them) keeps only some rows.
 func rows() []*row {
+	rs := allRows()
+	if os.Getenv("KVGATE_WASM_B") != "" {
+		var with []*row
+		for _, r := range rs {
+			with = append(with, r)
+			if r.Filters == "kvgate" {
+				b := *r
+				b.ID, b.Name, b.Filters = r.ID+"'", r.Name+" (build B)", "kvgate-b"
+				with = append(with, &b)
+			}
+		}
+		rs = with
+	}
+	if keep := os.Getenv("KVGATE_ENVOY_ROWS"); keep != "" {
+		ids := strings.Split(keep+","+baseline, ",")
+		rs = slices.DeleteFunc(rs, func(r *row) bool { return !slices.Contains(ids, r.ID) })
+	}
+	return rs
+}
+
+func allRows() []*row {
 	return []*row{
 		{ID: "a", Name: "router only", Filters: ""},
 		{ID: "b", Name: "buffer filter", Filters: "buffer"},
@@ -145,6 +171,7 @@ type setup struct {
 	Worker      string // host:port
 	ExtProc     string // host:port
 	KvgatePath  string // wasm/kvgate.wasm
+	KvgateBPath string // $KVGATE_WASM_B, for rows d' and e'
 	NoopPath    string // the built testdata/noop
 	BarePath    string // bareModule
 	BodyLimit   int
@@ -197,10 +224,10 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 				"@type":             "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
 				"max_request_bytes": s.BodyLimit,
 			}})
-		case "bare", "noop", "kvgate":
+		case "bare", "noop", "kvgate", "kvgate-b":
 			f := clone(wasm).(envoy.Doc)
 			cfg := f["typed_config"].(envoy.Doc)["config"].(envoy.Doc)
-			path := map[string]string{"bare": s.BarePath, "noop": s.NoopPath, "kvgate": s.KvgatePath}[r.Filters]
+			path := map[string]string{"bare": s.BarePath, "noop": s.NoopPath, "kvgate": s.KvgatePath, "kvgate-b": s.KvgateBPath}[r.Filters]
 			cfg["name"] = "row-" + r.ID
 			vm := cfg["vm_config"].(envoy.Doc)
 			vm["vm_id"] = "row-" + r.ID
