@@ -29,7 +29,7 @@ func BenchmarkReady(b *testing.B) {
 			if a := os.Getenv("KVGATE_A_BIN"); a != "" {
 				bins = append(bins, a)
 			}
-			args := []string{"-cache-dir", testCache(b), "-max-body-bytes", strconv.Itoa(limit), "-pool-size", "2"}
+			args := []string{"-upstream", "echo", "-cache-dir", testCache(b), "-max-body-bytes", strconv.Itoa(limit), "-pool-size", "2"}
 			cl := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 			start := func(bin string) (ready, full time.Duration) {
 				api, admin := freeAddr(b), freeAddr(b)
@@ -40,8 +40,15 @@ func BenchmarkReady(b *testing.B) {
 				if err := cmd.Start(); err != nil {
 					b.Fatal(err)
 				}
-				defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+				exited := make(chan struct{})
+				go func() { _ = cmd.Wait(); close(exited) }()
+				defer func() { _ = cmd.Process.Kill(); <-exited }()
 				for ready == 0 || full == 0 {
+					select {
+					case <-exited:
+						b.Fatalf("sidecar exited before it was ready: %s", logs.String())
+					default:
+					}
 					if time.Since(t0) > 60*time.Second {
 						b.Fatalf("not ready after a minute: %s", logs.String())
 					}
