@@ -40,7 +40,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	for _, s := range benchSizes {
 		body := hintBody(s.n)
 		b.Run("wasm/"+s.name, func(b *testing.B) {
-			h := newWzHost(b, context.Background(), nil, `{}`)
+			h := newWzHost(b, context.Background(), `{}`)
 			defer h.close()
 			if r := h.request("/v1/chat/completions", body); !r.forwarded || len(r.body) >= len(body) {
 				b.Fatal("not stripped")
@@ -51,7 +51,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		b.Run("wasm-trusted/"+s.name, func(b *testing.B) {
 			// The same body from a trusted sender: its canonical envelope
 			// is admitted and the body forwarded as it came, not replaced.
-			h := newWzHost(b, context.Background(), nil, sendersDoc(1))
+			h := newWzHost(b, context.Background(), sendersDoc(1))
 			defer h.close()
 			setSender(h, true, routerID, "10.0.0.1:41000")
 			if r := h.request("/v1/chat/completions", body); !r.forwarded || string(r.body) != string(body) || h.replaces != 0 {

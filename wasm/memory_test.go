@@ -46,7 +46,7 @@ func TestMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	h := newWzHost(t, context.Background(), nil, `{}`)
+	h := newWzHost(t, context.Background(), `{}`)
 	defer h.close()
 	sizes := []int{300, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 3 << 20, 4 << 20}
 	bodies := map[int][]byte{}
@@ -131,7 +131,7 @@ func TestMemoryBounded(t *testing.T) {
 func TestMemoryFollowsBodyLimit(t *testing.T) {
 	for _, limit := range []int{4 << 20, 32 << 20} {
 		for _, trust := range []string{"", `,"trust_kv_hints":true`} {
-			h := newWzHost(t, context.Background(), nil, `{"max_body_bytes":`+strconv.Itoa(limit)+trust+`}`)
+			h := newWzHost(t, context.Background(), `{"max_body_bytes":`+strconv.Itoa(limit)+trust+`}`)
 			start := h.memSize()
 			for k := 1; k <= 8; k++ {
 				n := limit * k / 8
@@ -177,7 +177,7 @@ func TestNoPollOneoff(t *testing.T) {
 				calls[name]++
 			})
 		}))
-	h := newWzHost(t, ctx, nil, `{"trust_kv_hints":true}`)
+	h := newWzHost(t, ctx, `{"trust_kv_hints":true}`)
 	defer h.close()
 	for i := 0; i < 300; i++ {
 		h.request("/", hintBody([]int{400, 64 << 10, 1 << 20, 4 << 20}[i%4]))

@@ -8,7 +8,7 @@ import (
 
 // BenchmarkPhases splits a 1 KiB request's cost by callback.
 func BenchmarkPhases(b *testing.B) {
-	h := newWzHost(b, context.Background(), nil, `{}`)
+	h := newWzHost(b, context.Background(), `{}`)
 	defer h.close()
 	body := hintBody(1 << 10)
 	var t [7]time.Duration

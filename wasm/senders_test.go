@@ -50,7 +50,7 @@ func setSender(h *wzHost, mtls bool, uri, src string) {
 // proxy_get_property with NUL-separated paths and admits only the trusted
 // sender's hint.
 func TestModuleTrustedSenders(t *testing.T) {
-	h := newWzHost(t, context.Background(), nil, sendersDoc(16))
+	h := newWzHost(t, context.Background(), sendersDoc(16))
 	defer h.close()
 	body := []byte(`{"model":"m","kv_hints":` + hint + `}`)
 	admitted, stripped := string(body), `{"model":"m"}`
@@ -85,7 +85,7 @@ func TestModuleTrustedSenders(t *testing.T) {
 		}
 	}
 	// Without rules the module reads no property.
-	h2 := newWzHost(t, context.Background(), nil, `{}`)
+	h2 := newWzHost(t, context.Background(), `{}`)
 	defer h2.close()
 	setSender(h2, true, routerID, "10.0.0.1:1")
 	h2.request("/v1/chat/completions", body)
@@ -111,7 +111,7 @@ func BenchmarkSenderRules(b *testing.B) {
 				if n > 0 {
 					conf = sendersDoc(n)
 				}
-				h := newWzHost(b, context.Background(), nil, conf)
+				h := newWzHost(b, context.Background(), conf)
 				defer h.close()
 				if who == "router" {
 					setSender(h, true, routerID, "10.0.0.1:41000")

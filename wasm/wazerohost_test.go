@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,13 +50,16 @@ type wzHost struct {
 	hostTime time.Duration
 }
 
-// newWzHost compiles (through cache, which may be nil) and instantiates the
+// sharedCache keeps the module compiled once for the package's tests and
+// benchmarks: a benchmark function runs several times while go test sizes
+// b.N, and compiling the module each time took most of `make bench`'s
+// time in this package.
+var sharedCache = sync.OnceValue(wazero.NewCompilationCache)
+
+// newWzHost compiles (once, through sharedCache) and instantiates the
 // module, runs _initialize and configures the plugin with conf.
-func newWzHost(tb testing.TB, ctx context.Context, cache wazero.CompilationCache, conf string) *wzHost {
-	cfg := wazero.NewRuntimeConfigCompiler()
-	if cache != nil {
-		cfg = cfg.WithCompilationCache(cache)
-	}
+func newWzHost(tb testing.TB, ctx context.Context, conf string) *wzHost {
+	cfg := wazero.NewRuntimeConfigCompiler().WithCompilationCache(sharedCache())
 	h := &wzHost{tb: tb, ctx: ctx, r: wazero.NewRuntimeWithConfig(ctx, cfg), config: []byte(conf), values: map[string]int64{}, nextID: 2, stack: make([]uint64, 8)}
 	wasi_snapshot_preview1.MustInstantiate(ctx, h.r)
 	h.exportEnv()
