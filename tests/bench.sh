@@ -12,7 +12,7 @@
 # Go benchmarks are summarised with benchstat; tables 4 and 5 are printed
 # by their benchmarks. Under 10 minutes on the project's 2-core machine
 # (each section prints the time so far); short benchtimes keep it there,
-# and 6 runs (3 for the sidecar's) give benchstat its intervals.
+# and 6 runs give benchstat its intervals.
 #
 # Usage: tests/bench.sh [COUNT]   runs of each Go benchmark (default 6)
 # Environment: BENCH_OUT (default bench-results) keeps every raw output;
@@ -60,12 +60,12 @@ gobench host ./host 200ms
 section "3. The sidecar against a plain reverse proxy"
 # The benchmarks BENCHMARKS.md quotes, at fixed iteration counts: each
 # starts processes or servers, which go test would redo at every step of
-# sizing b.N. Three runs each; the others in the package (Chat4KiB,
+# sizing b.N. Six runs each; the others in the package (Chat4KiB,
 # Chat4KiBSerial, Body4MiB, Compare) are for their own commands.
 : >"$out/sidecar.txt"
 sidebench() {
-	echo "== go test -run '^\$' -bench '$1' -benchtime $2 -count 3 ./cmd/sidecar"
-	go test -run '^$' -bench "$1" -benchtime "$2" -count 3 ./cmd/sidecar >"$out/sidecar.part" 2>&1 ||
+	echo "== go test -run '^\$' -bench '$1' -benchtime $2 -count 6 ./cmd/sidecar"
+	go test -run '^$' -bench "$1" -benchtime "$2" -count 6 ./cmd/sidecar >"$out/sidecar.part" 2>&1 ||
 		{ cat "$out/sidecar.part"; exit 1; }
 	grep -v 'httputil: ReverseProxy read error' "$out/sidecar.part" >>"$out/sidecar.txt"
 }
