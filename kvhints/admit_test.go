@@ -293,3 +293,17 @@ func TestReasonStrings(t *testing.T) {
 		t.Error("ReasonNone has a label")
 	}
 }
+
+// TestIntegerRunStopsAtLimit: a long run of integers stops being encoded
+// as soon as it passes the size limit, however long the rest of it is, so
+// that a hostile envelope cannot grow the encoder's buffer with the body.
+func TestIntegerRunStopsAtLimit(t *testing.T) {
+	raw := []byte(`{"a":[[[[0` + strings.Repeat(`,1234567890`, 400_000) + `]]]]}`)
+	var c canonicalizer
+	if _, _, st := c.canonicalize(raw, DefaultMaxDepth, MaxCompactBytes); st != canonOversized {
+		t.Fatalf("status %v, want canonOversized", st)
+	}
+	if cap(c.out) > 2*MaxCompactBytes {
+		t.Errorf("encoding buffer grew to %d bytes for a %d-byte limit", cap(c.out), MaxCompactBytes)
+	}
+}

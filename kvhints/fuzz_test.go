@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -24,7 +26,32 @@ func addSeeds(f *testing.F, add func(string)) {
 // encoding/json, an independent parser.
 func FuzzAdmit(f *testing.F) {
 	addSeeds(f, func(s string) { f.Add([]byte(s)) })
+	// Runs of integers deep enough for canonicalize's fast path, and each
+	// thing that ends one: a fraction, an exponent, a leading zero, a
+	// space, a sign, a value out of range, the size limit.
+	for _, s := range []string{
+		`{"a":[[[[1,2,3.5,4e2,5E1,6]]]]}`, `{"protocol_version":"0.1","actions":[1,2,3]}`, `{"actions":[[1,2,3]]}`,
+		`{"actions":[{"a":[1,2,3]},[4,5]]}`, `{"a":[[[[1,20,01,3]]]]}`, `{"a":[[[[1,2, 3,-4,5]]]]}`, "{\"a\":[[[[1 ,\n 2\t,3 , 4.0 ,5 ]]]]}", `{"a":[[[[1, 02]]]]}`,
+		`{"a":[[[[1,18446744073709551615,18446744073709551616]]]]}`, `{"a":[[[[1,2,]]]]}`, `{"a":[[[[1,2.]]]]}`,
+		`{"a":[[[[1,2-3]]]]}`, `{"a":[{"b":[7,8,9]}]}`, `{"a":[[[7,8,9]]]}`,
+		`{"a":[[[[0` + strings.Repeat(`,1234567890`, (MaxCompactBytes-20)/11) + `]]]]}`,
+		`{"a":[[[[0` + strings.Repeat(`,1234567890`, (MaxCompactBytes-40)/11) + `]]]]}`,
+	} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		// The fast path for runs of integers changes nothing: the same
+		// encoding, end and verdict as the general loop alone.
+		var fast, slow canonicalizer
+		fastOut, fastEnd, fastSt := fast.canonicalize(raw, DefaultMaxDepth, MaxCompactBytes)
+		fastIntegers = false
+		slowOut, slowEnd, slowSt := slow.canonicalize(raw, DefaultMaxDepth, MaxCompactBytes)
+		fastIntegers = true
+		if fastSt != slowSt || fastEnd != slowEnd || !bytes.Equal(fastOut, slowOut) ||
+			!slices.Equal(fast.top, slow.top) || !slices.Equal(fast.elems, slow.elems) ||
+			!slices.Equal(fast.actionMembers, slow.actionMembers) {
+			t.Fatalf("%q: fast path (%d, %v), general loop (%d, %v)", raw, fastEnd, fastSt, slowEnd, slowSt)
+		}
 		s, r := Admit(raw, Limits{})
 		if s == nil {
 			if r == ReasonNone && string(bytes.TrimSpace(raw)) != "null" {
