@@ -18,7 +18,7 @@ ADMIN    ?= 127.0.0.1:9090
 export KVGATE_PYTHON := $(abspath $(VENV))/bin/python
 export KVGATE_ENVOY  := $(abspath $(VENV))/bin/envoy
 
-.PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench sidecar clean deploy release
+.PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench bench-smoke sidecar clean deploy release
 
 run: godeps sidecar
 	./bin/sidecar -listen $(LISTEN) -admin $(ADMIN) -upstream "$(or $(UPSTREAM),echo)"
@@ -26,7 +26,7 @@ run: godeps sidecar
 sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
 
-test: deps lint wasm-check wasip1 unit race oracle fuzz deploy
+test: deps lint wasm-check wasip1 unit race oracle fuzz bench-smoke deploy
 	@echo "make test: all checks passed"
 
 deps: godeps pydeps
@@ -113,6 +113,13 @@ fuzz:
 
 bench: deps
 	sh tests/bench.sh
+
+# Every Go benchmark once (-benchtime 1x), no timing read: a benchmark
+# that no longer runs fails make test, not the next make bench. tests/e2e's
+# Hosts benchmark and tests/envoybench's Envoy benchmark run only whole
+# (tests/envoybench's TestRows, in unit, is its smoke test).
+bench-smoke:
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $$($(GO) list ./... | grep -v '/tests/e2e$$')
 
 # The deploy module (deploy/, its own go.mod): the Helm chart, the rules and
 # dashboard against the exported series, the compose file, and the release
