@@ -159,7 +159,14 @@ func checkRewrite(t *testing.T, a, b wazero.CompiledModule) {
 	}
 	for n, f := range a.ExportedFunctions() {
 		g := b.ExportedFunctions()[n]
-		if g == nil || g.Index() != f.Index()+1 || !strings.HasPrefix(f.DebugName(), ".$") && g.DebugName() != f.DebugName() {
+		// The new import comes after the module's own imports: an imported
+		// function keeps its index, a defined one moves up by one (a
+		// re-exported import: testdata/fuzz/FuzzInstrument/reexported-import).
+		want := f.Index() + 1
+		if _, _, imported := f.Import(); imported {
+			want = f.Index()
+		}
+		if g == nil || g.Index() != want || !strings.HasPrefix(f.DebugName(), ".$") && g.DebugName() != f.DebugName() {
 			t.Fatalf("export %s moved from %d (%s) to %v", n, f.Index(), f.DebugName(), g)
 		}
 	}
@@ -209,7 +216,7 @@ func FuzzInstrument(f *testing.F) {
 		if !bytes.Equal(in, mod) {
 			t.Fatal("Instrument changed its input")
 		}
-		if err != nil {
+		if err != nil || !smallNumbers(mod) {
 			return
 		}
 		a, err := rt.CompileModule(ctx, mod)
@@ -224,6 +231,22 @@ func FuzzInstrument(f *testing.F) {
 		defer b.Close(ctx)
 		checkRewrite(t, a, b)
 	})
+}
+
+// smallNumbers reports whether no LEB128 number in b can be 2^14 or more:
+// no two bytes in a row have their high bit set. FuzzInstrument asks
+// wazero, its reference, only about such modules: wazero's decoder makes
+// each vector as long as its declared count before reading it, so a
+// 40-byte module declaring 2^32 parameters of one type made the fuzzing
+// process allocate 32 GiB and die (testdata/fuzz/FuzzInstrument/
+// param-count-2-to-the-32). Instrument itself still sees every input.
+func smallNumbers(b []byte) bool {
+	for i := 1; i < len(b); i++ {
+		if b[i-1]&b[i]&0x80 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // A function whose local declaration count runs past its body is refused
