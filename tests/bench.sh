@@ -1,6 +1,8 @@
 #!/bin/sh
-# Runs every benchmark of the project and prints one table per host, each
-# taken side by side in one run (BENCHMARKS.md says how to read them):
+# Runs the project's benchmarks (every one but the sidecar's in-process
+# variants that BENCHMARKS.md does not quote) and prints one table per
+# host, each taken side by side in one run (BENCHMARKS.md says how to read
+# them):
 #
 #   1. the rulebook natively (kvhints, filter)
 #   2. the module under wazero (wasm, host)
