@@ -204,7 +204,7 @@ func multibyteRun(b []byte, i int) (end int, surrogate bool) {
 			i += 2
 		case c < 0xF0:
 			// Two three-byte characters at once when the next six bytes
-			// are, and neither needs a look at its second byte (CJK,
+			// are two valid ones and neither is a surrogate (CJK,
 			// Devanagari, Hangul, full-width punctuation).
 			if i+8 <= len(b) {
 				if w := binary.LittleEndian.Uint64(b[i:]); w&threeMask == threeBits &&
