@@ -32,10 +32,8 @@ type hostRunner struct {
 	// last is the decision of the last request sent.
 	last *host.Decision
 	reg  *prometheus.Registry
-	// ca issues the client certificates that carry a case's SANs; leaves
-	// caches them by SANs.
-	ca     *pki.CA
-	leaves map[[2]string]*x509.Certificate
+	// ca issues the client certificates that carry a case's SANs.
+	ca *pki.CA
 	// replaced: every instance is retired after its request, so each
 	// request after a configuration's first runs in a replacement.
 	replaced bool
@@ -118,30 +116,18 @@ func (r *hostRunner) sender(req *host.Request, s *vectors.Sender) error {
 	}
 	req.TLS = &tls.ConnectionState{HandshakeComplete: true}
 	if s.MTLS != nil && *s.MTLS {
-		var uris, dns []string
-		var key [2]string
-		if s.URISAN != nil {
-			uris, key[0] = []string{*s.URISAN}, *s.URISAN
-		}
-		if s.DNSSAN != nil {
-			dns, key[1] = []string{*s.DNSSAN}, *s.DNSSAN
-		}
-		leaf := r.leaves[key]
-		if leaf == nil {
-			if r.ca == nil {
-				ca, err := pki.NewCA("vectors CA")
-				if err != nil {
-					return err
-				}
-				r.ca, r.leaves = ca, map[[2]string]*x509.Certificate{}
-			}
-			l, err := r.ca.Client(uris, dns)
+		if r.ca == nil {
+			ca, err := pki.NewCA("vectors CA")
 			if err != nil {
 				return err
 			}
-			leaf = l.TLS.Leaf
-			r.leaves[key] = leaf
+			r.ca = ca
 		}
+		l, err := r.ca.ClientFor(s.URISAN, s.DNSSAN)
+		if err != nil {
+			return err
+		}
+		leaf := l.TLS.Leaf
 		req.TLS.PeerCertificates = []*x509.Certificate{leaf}
 		req.TLS.VerifiedChains = [][]*x509.Certificate{{leaf}}
 	}

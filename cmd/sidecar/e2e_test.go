@@ -120,12 +120,11 @@ type binaryRunner struct {
 	scheme     string // of the current sidecar
 }
 
-// senderPKI is the CA and server certificate of the runner's TLS sidecars,
-// and the client certificates it made, by SANs.
+// senderPKI is the CA and server certificate of the runner's TLS sidecars
+// (the CA also issues the senders' client certificates).
 type senderPKI struct {
-	ca     *pki.CA
-	files  []string // -tls-cert … -client-ca flags
-	leaves map[[2]string]*pki.Leaf
+	ca    *pki.CA
+	files []string // -tls-cert … -client-ca flags
 }
 
 func (*binaryRunner) Observes() vectors.Observes {
@@ -163,7 +162,7 @@ func newSenderPKI(t testing.TB) *senderPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &senderPKI{ca: ca, files: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", caFile}, leaves: map[[2]string]*pki.Leaf{}}
+	return &senderPKI{ca: ca, files: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", caFile}}
 }
 
 // client returns a client whose one connection is the sender's: with a
@@ -171,21 +170,9 @@ func newSenderPKI(t testing.TB) *senderPKI {
 func (p *senderPKI) client(s *vectors.Sender) (*http.Client, error) {
 	cfg := &tls.Config{RootCAs: p.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	if *s.MTLS {
-		var uris, dns []string
-		var key [2]string
-		if s.URISAN != nil {
-			uris, key[0] = []string{*s.URISAN}, *s.URISAN
-		}
-		if s.DNSSAN != nil {
-			dns, key[1] = []string{*s.DNSSAN}, *s.DNSSAN
-		}
-		leaf := p.leaves[key]
-		if leaf == nil {
-			var err error
-			if leaf, err = p.ca.Client(uris, dns); err != nil {
-				return nil, err
-			}
-			p.leaves[key] = leaf
+		leaf, err := p.ca.ClientFor(s.URISAN, s.DNSSAN)
+		if err != nil {
+			return nil, err
 		}
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &leaf.TLS, nil }
 	}

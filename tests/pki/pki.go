@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,9 @@ type CA struct {
 	PEM  []byte
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
+
+	mu      sync.Mutex
+	clients map[[2]string]*Leaf // ClientFor's certificates by URI and DNS SAN
 }
 
 // Leaf is a certificate issued by a CA, with its key.
@@ -93,6 +97,34 @@ func (ca *CA) Client(uris, dnsNames []string) (*Leaf, error) {
 	tmpl.DNSNames = dnsNames
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	return ca.issue(tmpl)
+}
+
+// ClientFor returns a client certificate with at most one URI SAN and one
+// DNS SAN (nil for none), issued on the first call for that pair and the
+// same one after: conformance cases name few senders, many times.
+func (ca *CA) ClientFor(uri, dnsName *string) (*Leaf, error) {
+	var uris, dns []string
+	var key [2]string
+	if uri != nil {
+		uris, key[0] = []string{*uri}, *uri
+	}
+	if dnsName != nil {
+		dns, key[1] = []string{*dnsName}, *dnsName
+	}
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	if l := ca.clients[key]; l != nil {
+		return l, nil
+	}
+	l, err := ca.Client(uris, dns)
+	if err != nil {
+		return nil, err
+	}
+	if ca.clients == nil {
+		ca.clients = map[[2]string]*Leaf{}
+	}
+	ca.clients[key] = l
+	return l, nil
 }
 
 func (ca *CA) issue(tmpl *x509.Certificate) (*Leaf, error) {
