@@ -21,9 +21,17 @@ var benchSizes = []struct {
 //	go test -run '^$' -bench Lifecycle -benchtime 2s ./wasm/
 //
 // timeGuest sends body b.N times through h and reports the time and rate
-// in the guest, the wall time less the time spent in host functions.
+// in the guest (guestTime).
 func timeGuest(b *testing.B, h *wzHost, body []byte) {
 	b.SetBytes(int64(len(body)))
+	guest := guestTime(b, h, body)
+	b.ReportMetric(float64(len(body))*float64(b.N)/guest.Seconds()/1e6, "guest-MB/s")
+}
+
+// guestTime sends body b.N times through h, reports the time per request
+// in the guest and returns it in all: the wall time less the time spent
+// in host functions.
+func guestTime(b *testing.B, h *wzHost, body []byte) time.Duration {
 	h.hostTime = 0
 	start := time.Now()
 	b.ResetTimer()
@@ -33,7 +41,7 @@ func timeGuest(b *testing.B, h *wzHost, body []byte) {
 	b.StopTimer()
 	guest := time.Since(start) - h.hostTime
 	b.ReportMetric(float64(guest.Nanoseconds())/float64(b.N), "guest-ns/op")
-	b.ReportMetric(float64(len(body))*float64(b.N)/guest.Seconds()/1e6, "guest-MB/s")
+	return guest
 }
 
 func BenchmarkLifecycle(b *testing.B) {

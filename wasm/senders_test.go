@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvgate/kvgate/filter"
 )
@@ -119,15 +118,7 @@ func BenchmarkSenderRules(b *testing.B) {
 					setSender(h, false, "", "[2001:db8::1]:41000")
 				}
 				h.request("/v1/chat/completions", body)
-				h.hostTime = 0
-				start := time.Now()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					h.request("/v1/chat/completions", body)
-				}
-				b.StopTimer()
-				guest := time.Since(start) - h.hostTime
-				b.ReportMetric(float64(guest.Nanoseconds())/float64(b.N), "guest-ns/op")
+				guestTime(b, h, body)
 			})
 		}
 	}

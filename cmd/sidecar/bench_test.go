@@ -146,22 +146,34 @@ func BenchmarkBody4MiBPaired(b *testing.B) { runPaired(b, chatBody(4<<20-1), 1) 
 // p50 of the per-pair difference. b.N is the number of pairs in all.
 func runPaired(b *testing.B, body []byte, clients int) {
 	tg := benchTargets(b)
+	timePairs(b, body, clients, tg.plain, tg.sidecar, nil)
+}
+
+// timePairs sends b.N pairs of body from clients clients, each pair to
+// plainURL and sideURL back to back (which goes first alternates), and
+// reports both p50s and the p50 of the per-pair difference. started, if
+// not nil, is called when the clients have warmed up, just before the
+// timed pairs.
+func timePairs(b *testing.B, body []byte, clients int, plainURL, sideURL string, started func()) {
 	do := make([]func(string) time.Duration, clients)
 	for c := range do {
-		do[c] = serialClient(b, body, tg.plain, tg.sidecar)
+		do[c] = serialClient(b, body, plainURL, sideURL)
 	}
 	plain := make([]time.Duration, b.N)
 	side := make([]time.Duration, b.N)
 	diff := make([]time.Duration, b.N)
 	b.SetBytes(int64(len(body)))
+	if started != nil {
+		started()
+	}
 	b.ResetTimer()
 	concurrentlyBy(clients, b.N, func(c, i int) {
 		if i%2 == 0 {
-			plain[i] = do[c](tg.plain)
-			side[i] = do[c](tg.sidecar)
+			plain[i] = do[c](plainURL)
+			side[i] = do[c](sideURL)
 		} else {
-			side[i] = do[c](tg.sidecar)
-			plain[i] = do[c](tg.plain)
+			side[i] = do[c](sideURL)
+			plain[i] = do[c](plainURL)
 		}
 		diff[i] = side[i] - plain[i]
 	})

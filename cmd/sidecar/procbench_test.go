@@ -226,33 +226,13 @@ func BenchmarkProcsCompare(b *testing.B) {
 }
 
 // procPairs sends b.N pairs of body from clients clients and reports the
-// paired latencies and each proxy's CPU per request.
+// paired latencies (timePairs) and each proxy's CPU per request.
 func procPairs(b *testing.B, body []byte, clients int, plain, side benchProc) {
-	do := make([]func(string) time.Duration, clients)
-	for c := range do {
-		do[c] = serialClient(b, body, plain.url, side.url)
-	}
-	pl := make([]time.Duration, b.N)
-	sd := make([]time.Duration, b.N)
-	diff := make([]time.Duration, b.N)
-	b.SetBytes(int64(len(body)))
-	cpu0 := [2]time.Duration{cpuTime(plain.pid), cpuTime(side.pid)}
-	b.ResetTimer()
-	concurrentlyBy(clients, b.N, func(c, i int) {
-		if i%2 == 0 {
-			pl[i] = do[c](plain.url)
-			sd[i] = do[c](side.url)
-		} else {
-			sd[i] = do[c](side.url)
-			pl[i] = do[c](plain.url)
-		}
-		diff[i] = sd[i] - pl[i]
+	var cpu0 [2]time.Duration
+	timePairs(b, body, clients, plain.url, side.url, func() {
+		cpu0 = [2]time.Duration{cpuTime(plain.pid), cpuTime(side.pid)}
 	})
-	b.StopTimer()
 	cpu := [2]time.Duration{cpuTime(plain.pid) - cpu0[0], cpuTime(side.pid) - cpu0[1]}
-	b.ReportMetric(median(pl), "proxy-p50-µs")
-	b.ReportMetric(median(sd), "sidecar-p50-µs")
-	b.ReportMetric(median(diff), "added-p50-µs")
 	b.ReportMetric(float64(cpu[0].Microseconds())/float64(b.N), "proxy-cpu-µs/req")
 	b.ReportMetric(float64(cpu[1].Microseconds())/float64(b.N), "sidecar-cpu-µs/req")
 }
