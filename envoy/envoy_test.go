@@ -23,18 +23,11 @@ func testTLSFiles(t *testing.T, dir string) *TLSFiles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := ca.Server("127.0.0.1", "localhost")
+	f, err := ca.WriteListener(dir, "127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f TLSFiles
-	if f.Cert, f.Key, err = srv.Write(dir, "server"); err != nil {
-		t.Fatal(err)
-	}
-	if f.ClientCA, err = ca.Write(dir, "client-ca"); err != nil {
-		t.Fatal(err)
-	}
-	return &f
+	return &TLSFiles{Cert: f.Cert, Key: f.Key, ClientCA: f.ClientCA}
 }
 
 // wantStatsTags are the stats_tags every Envoy configuration of kvgate

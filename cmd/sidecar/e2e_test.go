@@ -149,20 +149,11 @@ func newSenderPKI(t testing.TB) *senderPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := ca.Server("127.0.0.1")
+	f, err := ca.WriteListener(t.TempDir(), "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	cert, key, err := server.Write(dir, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile, err := ca.Write(dir, "client-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &senderPKI{ca: ca, files: []string{"-tls-cert", cert, "-tls-key", key, "-client-ca", caFile}}
+	return &senderPKI{ca: ca, files: []string{"-tls-cert", f.Cert, "-tls-key", f.Key, "-client-ca", f.ClientCA}}
 }
 
 // client returns a client whose one connection is the sender's: with a

@@ -35,16 +35,13 @@ func TestTrustedSendersParity(t *testing.T) {
 		}
 		return l
 	}
-	server := must(ca.Server("127.0.0.1"))
 	router := must(ca.Client([]string{routerID}, nil))
 	app := must(ca.Client([]string{appID}, []string{"app.llm.svc"}))
-	files := &envoy.TLSFiles{}
-	if files.Cert, files.Key, err = server.Write(dir, "server"); err != nil {
+	lf, err := ca.WriteListener(dir, "127.0.0.1")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if files.ClientCA, err = ca.Write(dir, "client-ca"); err != nil {
-		t.Fatal(err)
-	}
+	files := &envoy.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
 	w := startWorker(t)
 
 	admin, port := envoytest.FreePort(t), envoytest.FreePort(t)

@@ -150,19 +150,16 @@ func TestTrustedSendersEnvoy(t *testing.T) {
 		}
 		return l
 	}
-	server := must(ca.Server("127.0.0.1"))
 	router := must(ca.Client([]string{routerID}, []string{"router.llm.svc"}))
 	// The router's DNS name as a second DNS SAN: hosts read only the first.
 	app := must(ca.Client([]string{appID}, []string{"app.llm.svc", "router.llm.svc"}))
 	routerSecond := must(ca.Client([]string{appID, routerID}, nil))
 	rogueRouter := must(rogueCA.Client([]string{routerID}, []string{"router.llm.svc"}))
-	files := &envoy.TLSFiles{}
-	if files.Cert, files.Key, err = server.Write(dir, "server"); err != nil {
+	lf, err := ca.WriteListener(dir, "127.0.0.1")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if files.ClientCA, err = ca.Write(dir, "client-ca"); err != nil {
-		t.Fatal(err)
-	}
+	files := &envoy.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
 	probe := buildProbe(t)
 	w := startWorker(t)
 

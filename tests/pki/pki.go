@@ -170,6 +170,30 @@ func (ca *CA) Write(dir, name string) (string, error) {
 	return p, os.WriteFile(p, ca.PEM, 0o644)
 }
 
+// ListenerFiles are the files of a TLS listener that verifies clients.
+type ListenerFiles struct {
+	Cert, Key string // the server certificate and its key
+	ClientCA  string // the CA client certificates must chain to
+}
+
+// WriteListener issues a server certificate for hosts and writes it, its
+// key and the CA (as the listener's client CA) to dir: server.crt,
+// server.key, client-ca.crt.
+func (ca *CA) WriteListener(dir string, hosts ...string) (*ListenerFiles, error) {
+	srv, err := ca.Server(hosts...)
+	if err != nil {
+		return nil, err
+	}
+	var f ListenerFiles
+	if f.Cert, f.Key, err = srv.Write(dir, "server"); err != nil {
+		return nil, err
+	}
+	if f.ClientCA, err = ca.Write(dir, "client-ca"); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
 func template(cn string) *x509.Certificate {
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	now := time.Now()
