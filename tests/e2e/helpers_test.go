@@ -57,28 +57,57 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var (
-	sidecarOnce sync.Once
-	sidecarBin  string
-	sidecarErr  error
-)
+// builds are the packages built so far by built, by package.
+var builds struct {
+	sync.Mutex
+	m map[string]*build
+}
 
-// sidecarBinary builds cmd/sidecar once per test binary.
-func sidecarBinary(t testing.TB) string {
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// built builds the package pkg (a path from the repository root, "./cmd/
+// sidecar") once per test binary into buildDir and returns the file: a
+// native binary, or with wasm a proxy-wasm module (wasip1, c-shared).
+func built(t testing.TB, pkg string, wasm bool) string {
 	t.Helper()
-	sidecarOnce.Do(func() {
-		sidecarBin = filepath.Join(buildDir, "sidecar")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", sidecarBin, "./cmd/sidecar")
+	builds.Lock()
+	if builds.m == nil {
+		builds.m = map[string]*build{}
+	}
+	b := builds.m[pkg]
+	if b == nil {
+		b = &build{}
+		builds.m[pkg] = b
+	}
+	builds.Unlock()
+	b.once.Do(func() {
+		b.path = filepath.Join(buildDir, filepath.Base(pkg))
+		args := []string{"build", "-trimpath"}
+		if wasm {
+			b.path += ".wasm"
+			args = append(args, "-buildmode=c-shared")
+		}
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append(args, "-o", b.path, pkg)...)
 		cmd.Dir = repoRoot
+		if wasm {
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			sidecarErr = fmt.Errorf("go build ./cmd/sidecar: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if sidecarErr != nil {
-		t.Fatal(sidecarErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return sidecarBin
+	return b.path
 }
+
+// sidecarBinary is cmd/sidecar, built once per test binary.
+func sidecarBinary(t testing.TB) string { return built(t, "./cmd/sidecar", false) }
 
 func startWorker(t testing.TB) *Worker {
 	t.Helper()

@@ -7,11 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,18 +31,9 @@ const (
 	spoofedXFCC   = `By=spiffe://cluster.local/ns/llm/sa/worker;Hash=00;URI=` + routerID
 )
 
-// buildProbe builds the test-only property probe (testdata/propprobe).
-func buildProbe(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "propprobe.wasm")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "./tests/e2e/testdata/propprobe")
-	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the property probe: %v\n%s", err, b)
-	}
-	return out
-}
+// buildProbe is the test-only property probe (testdata/propprobe), built
+// once per test binary.
+func buildProbe(t *testing.T) string { return built(t, "./tests/e2e/testdata/propprobe", true) }
 
 // withProbe puts the probe filter before kvgate's on every listener of a
 // rendered bootstrap.

@@ -3,11 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,30 +10,9 @@ import (
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
-var (
-	trapOnce sync.Once
-	trapWasm string
-	trapErr  error
-)
-
-// trapGuest builds testdata/trapguest, the test-only module that traps on
-// demand, once per test binary, and returns its path.
-func trapGuest(t testing.TB) string {
-	t.Helper()
-	trapOnce.Do(func() {
-		trapWasm = filepath.Join(buildDir, "trapguest.wasm")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-trimpath",
-			"-o", trapWasm, "./testdata/trapguest")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			trapErr = fmt.Errorf("build testdata/trapguest: %v\n%s", err, out)
-		}
-	})
-	if trapErr != nil {
-		t.Fatal(trapErr)
-	}
-	return trapWasm
-}
+// trapGuest is testdata/trapguest, the test-only module that traps on
+// demand, built once per test binary.
+func trapGuest(t testing.TB) string { return built(t, "./tests/e2e/testdata/trapguest", true) }
 
 // trapModes are the ways testdata/trapguest fails on request (its x-trap
 // header): a wasm trap in the body callback (after the headers went
