@@ -36,6 +36,9 @@ type canonicalizer struct {
 	// actionMembers holds the members of the action objects, in order.
 	actionMembers []topMember
 	inActions     bool // the open member of the outermost object is "actions"
+	// generalOnly keeps runs of integers in the general loop (no
+	// integers): FuzzAdmit compares the two ways.
+	generalOnly bool
 }
 
 // topMember locates one member of an object in the output.
@@ -141,7 +144,7 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 			checking = checking && numberOK(b[i:end], kind)
 			c.out = append(c.out, b[i:end]...)
 			i = end
-			if fastIntegers && len(c.stack) > 3 && c.stack[len(c.stack)-1] == ']' {
+			if !c.generalOnly && len(c.stack) > 3 && c.stack[len(c.stack)-1] == ']' {
 				i, checking = c.integers(b, i, checking, limit)
 			}
 		}
@@ -205,10 +208,6 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 		}
 	}
 }
-
-// fastIntegers lets canonicalize take runs of integers through integers;
-// FuzzAdmit turns it off to compare the two ways.
-var fastIntegers = true
 
 // integers encodes the rest of a run of positive integers in an array,
 // ", 123,456" (the shape of a fetch action's block hashes), from b[i] just
