@@ -23,7 +23,7 @@ func BenchmarkRequest(b *testing.B) {
 		p.OnContextCreate(2, rootID)
 		p.OnRequestHeaders(2, 4, false)
 		p.OnRequestBody(2, len(body), true)
-		p.OnDone(2)
+		p.OnLog(2)
 		p.OnDelete(2)
 	}
 }

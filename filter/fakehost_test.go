@@ -247,7 +247,6 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 	}
 	p.OnContextCreate(id, rootID)
 	defer func() {
-		p.OnDone(id)
 		p.OnLog(id)
 		p.OnDelete(id)
 	}()

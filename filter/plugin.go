@@ -513,13 +513,9 @@ func (p *Plugin) senderRule(rules *kvhints.Senders) (int, error) {
 	return rules.Match(&sp), nil
 }
 
-// OnDone ends a context; it always agrees.
-func (p *Plugin) OnDone(id uint32) bool {
-	p.release(id)
-	return true
-}
-
-// OnLog is the last callback of a stream on hosts that do not call OnDone.
+// OnLog forgets a stream: the request is over. A host may call it for a
+// stream that saw no other callback (Envoy logging a request answered
+// before it reached the filter), and then possibly not call OnDelete.
 func (p *Plugin) OnLog(id uint32) { p.release(id) }
 
 // OnDelete forgets a context.

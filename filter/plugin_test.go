@@ -111,7 +111,7 @@ func TestNoBodyAndExcluded(t *testing.T) {
 	if a := p.OnRequestHeaders(2, 1, true); a != proxywasm.ActionContinue || h.local != nil {
 		t.Fatal("headers-only request not passed")
 	}
-	p.OnDone(2)
+	p.OnLog(2)
 	bad := []byte(`{"kv_hints":1`)
 	out := send(p, h, 3, "POST", "/static/x", nil, bad, modeChunked)
 	if !out.forwarded || !bytes.Equal(out.body, bad) {
@@ -250,7 +250,7 @@ func requestAllocs(p *Plugin, size int) float64 {
 		p.OnContextCreate(2, rootID)
 		p.OnRequestHeaders(2, 2, false)
 		p.OnRequestBody(2, size, true)
-		p.OnDone(2)
+		p.OnLog(2)
 	}
 	run()
 	return testing.AllocsPerRun(100, run)

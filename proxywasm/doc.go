@@ -173,4 +173,10 @@
 // pauses until end_of_stream makes the host buffer the whole body, which
 // proxy_get_buffer_bytes(BufferHTTPRequestBody) then returns. Each HTTP
 // stream ends with proxy_on_done, proxy_on_log and proxy_on_delete.
+//
+// A guest exports only the callbacks it needs. A host does not call one
+// that is not exported and goes on as if it had returned ActionContinue
+// (true for proxy_on_done). kvgate's guest exports the list in filter/abi's
+// package documentation, which leaves out the response callbacks and
+// proxy_on_done.
 package proxywasm

@@ -14,7 +14,7 @@ var benchSizes = []struct {
 }{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"4MiB", 4 << 20}}
 
 // BenchmarkLifecycle measures one request through the compiled module under
-// wazero's compiler (context create, headers, the whole body, done, log,
+// wazero's compiler (context create, headers, the whole body, log,
 // delete; the untrusted hint is stripped, so the body is replaced) next to
 // the same kvhints rewrite natively. MB/s is body bytes per second.
 //

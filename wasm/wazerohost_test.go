@@ -26,8 +26,8 @@ type wzHost struct {
 	r   wazero.Runtime
 	mod api.Module
 
-	alloc, ctxCreate, onVMStart, onConfigure, onHeaders, onBody, onTrailers, onDone, onLog, onDelete api.Function
-	stack                                                                                            []uint64
+	alloc, ctxCreate, onVMStart, onConfigure, onHeaders, onBody, onTrailers, onLog, onDelete api.Function
+	stack                                                                                    []uint64
 
 	config  []byte
 	headers [][2]string
@@ -75,7 +75,7 @@ func newWzHost(tb testing.TB, ctx context.Context, conf string) *wzHost {
 	for p, name := range map[*api.Function]string{
 		&h.alloc: "proxy_on_memory_allocate", &h.ctxCreate: "proxy_on_context_create", &h.onVMStart: "proxy_on_vm_start",
 		&h.onConfigure: "proxy_on_configure", &h.onHeaders: "proxy_on_request_headers", &h.onBody: "proxy_on_request_body",
-		&h.onTrailers: "proxy_on_request_trailers", &h.onDone: "proxy_on_done", &h.onLog: "proxy_on_log", &h.onDelete: "proxy_on_delete",
+		&h.onTrailers: "proxy_on_request_trailers", &h.onLog: "proxy_on_log", &h.onDelete: "proxy_on_delete",
 	} {
 		if *p = h.mod.ExportedFunction(name); *p == nil {
 			tb.Fatal("missing export " + name)
@@ -247,7 +247,7 @@ type result struct {
 }
 
 // request runs one request through the whole lifecycle: context create,
-// headers, the body in one piece, done, log, delete.
+// headers, the body in one piece, log, delete.
 func (h *wzHost) request(path string, body []byte) result {
 	id := h.nextID
 	h.nextID++
@@ -257,7 +257,6 @@ func (h *wzHost) request(path string, body []byte) result {
 	h.body = append(h.body[:0], body...)
 	h.call(h.ctxCreate, id, 1)
 	defer func() {
-		h.call(h.onDone, id)
 		h.call(h.onLog, id)
 		h.call(h.onDelete, id)
 	}()

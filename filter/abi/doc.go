@@ -8,11 +8,16 @@
 // # Host functions imported
 //
 // Exactly the ten of proxywasm's "Host functions kvgate's guest imports",
-// from module "env": proxy_log, proxy_get_buffer_bytes,
-// proxy_set_buffer_bytes, proxy_get_header_map_pairs,
-// proxy_remove_header_map_value, proxy_send_local_response,
-// proxy_define_metric, proxy_increment_metric, proxy_get_property and
-// proxy_set_property. A host running this module must provide all of them;
+// from module "env":
+//
+//	proxy_log
+//	proxy_get_buffer_bytes, proxy_set_buffer_bytes
+//	proxy_get_header_map_pairs, proxy_remove_header_map_value
+//	proxy_send_local_response
+//	proxy_define_metric, proxy_increment_metric
+//	proxy_get_property, proxy_set_property
+//
+// A host running this module must provide all of them;
 // Envoy (1.33 and later) and the proxy-wasm-go-sdk v0.24.0 proxytest runner
 // both do.
 //
@@ -35,9 +40,27 @@
 //
 // # Callbacks exported
 //
-// Every callback of proxywasm's "Callbacks a guest exports". The response
-// callbacks return ActionContinue without looking at the response; the
-// request callbacks run the filter (filter.Plugin).
+// The callbacks of proxywasm's "Callbacks a guest exports" that the filter
+// acts on, and no others:
+//
+//	proxy_abi_version_0_2_1, proxy_on_memory_allocate
+//	proxy_on_context_create, proxy_on_vm_start, proxy_on_configure
+//	proxy_on_request_headers, proxy_on_request_body, proxy_on_request_trailers
+//	proxy_on_log, proxy_on_delete
+//
+// The request callbacks run the filter (filter.Plugin); proxy_on_log and
+// proxy_on_delete forget the stream.
+//
+// A host skips a callback a module does not export, as if it had returned
+// ActionContinue (or, for proxy_on_done, true): Envoy's proxy-wasm host
+// and the sidecar's both do. Each callback left out is a transition into
+// the VM saved on every request: the response's headers, every chunk of
+// its body (one per few tokens of a streamed answer) and its trailers, and
+// proxy_on_done. proxy_on_log stays: Envoy creates a stream context in the
+// VM just to log a request that never reached the filter (a local reply
+// from an earlier filter or the codec), and whether proxy_on_delete
+// follows depends on the order in which it logs and destroys filters, so
+// the stream is forgotten at whichever comes first.
 //
 // # Memory
 //

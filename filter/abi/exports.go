@@ -6,8 +6,10 @@ import (
 	"runtime"
 
 	"github.com/kvgate/kvgate/filter"
-	"github.com/kvgate/kvgate/proxywasm"
 )
+
+// The module exports only the callbacks the filter acts on (doc.go,
+// "Callbacks exported"); the wasm package's tests hold it to that set.
 
 // plugin is the VM's filter. Go's runtime and package initialization run in
 // _initialize, before any of these callbacks.
@@ -58,43 +60,6 @@ func proxyOnRequestTrailers(contextID, numTrailers uint32) uint32 {
 	return uint32(plugin.OnRequestTrailers(contextID, int(numTrailers)))
 }
 
-//go:wasmexport proxy_on_response_headers
-func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
-	return uint32(proxywasm.ActionContinue)
-}
-
-//go:wasmexport proxy_on_response_body
-func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) uint32 {
-	return uint32(proxywasm.ActionContinue)
-}
-
-//go:wasmexport proxy_on_response_trailers
-func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
-	return uint32(proxywasm.ActionContinue)
-}
-
-//go:wasmexport proxy_on_done
-func proxyOnDone(contextID uint32) uint32 {
-	ok := b2u(plugin.OnDone(contextID))
-	// Now and then, let the garbage collector's mark worker run. The host
-	// calls exports on one thread and never lets the Go scheduler run other
-	// goroutines, so a collection that started (say, while buffers grew for
-	// a large body) would otherwise stay in its mark phase for as long as
-	// the guest stops allocating, with every pointer write paying the write
-	// barrier's slow path. Gosched never idles the scheduler (this goroutine
-	// stays runnable), so it never reaches WASI poll_oneoff. It costs a few
-	// microseconds on wasm, hence once per yieldEvery requests only.
-	if done++; done%yieldEvery == 0 {
-		runtime.Gosched()
-	}
-	return ok
-}
-
-// done counts finished streams; yieldEvery is how often the guest yields.
-var done uint32
-
-const yieldEvery = 32
-
 //go:wasmexport proxy_on_log
 func proxyOnLog(contextID uint32) {
 	plugin.OnLog(contextID)
@@ -103,4 +68,21 @@ func proxyOnLog(contextID uint32) {
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
 	plugin.OnDelete(contextID)
+	// Now and then, let the garbage collector's mark worker run. The host
+	// calls exports on one thread and never lets the Go scheduler run other
+	// goroutines, so a collection that started (say, while buffers grew for
+	// a large body) would otherwise stay in its mark phase for as long as
+	// the guest stops allocating, with every pointer write paying the write
+	// barrier's slow path. Gosched never idles the scheduler (this goroutine
+	// stays runnable), so it never reaches WASI poll_oneoff. It costs a few
+	// microseconds on wasm, hence once per yieldEvery contexts only.
+	if deleted++; deleted%yieldEvery == 0 {
+		runtime.Gosched()
+	}
 }
+
+// deleted counts deleted contexts; yieldEvery is how often the guest
+// yields.
+var deleted uint32
+
+const yieldEvery = 32
