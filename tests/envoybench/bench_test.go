@@ -60,16 +60,18 @@ func settingsFromEnv() settings {
 
 // A load is one of the three measurements of every row in a round.
 type load struct {
-	Name    string
-	Clients int
-	Large   bool // the 1 MiB body, else 4 KiB
-	Share   int  // the window is settings.Window / Share
+	Name     string
+	Clients  int
+	Large    bool // the 1 MiB body, else 4 KiB
+	Share    int  // the window is settings.Window / Share
+	Streamed bool // the answer is streamed (streamEvents chunks)
 }
 
 var loads = []load{
-	{"4KiB-64clients", 64, false, 1},
-	{"4KiB-1client", 1, false, 2},
-	{"1MiB-1client", 1, true, 2},
+	{"4KiB-64clients", 64, false, 1, false},
+	{"4KiB-1client", 1, false, 2, false},
+	{"1MiB-1client", 1, true, 2, false},
+	{"4KiB-streamed-32clients", 32, false, 2, true},
 }
 
 // harness is one Envoy with a listener per row, the worker, the ext_proc
@@ -174,7 +176,7 @@ func (h *harness) check(r *row) error {
 		body []byte
 	}{{"4KiB", bs.small}, {"1MiB", bs.large}} {
 		key := r.ID + "/" + c.name
-		if err := post(h.one[r.ID], h.url(r), c.body, key); err != nil {
+		if err := post(h.one[r.ID], h.url(r), c.body, key, false); err != nil {
 			return fmt.Errorf("row %s (%s), %s body: %v", r.ID, r.Name, c.name, err)
 		}
 		a, ok := h.Worker.arrived(key)
@@ -206,8 +208,8 @@ func (h *harness) measure(s settings, log func(string, ...any)) results {
 	}
 	// Warm-up: connections, V8's compiled code, the Go heaps in the VMs.
 	for _, r := range h.Rows {
-		drive(h.many[r.ID], h.url(r), r.bodies().small, 64, s.Window/3, [2]int{})
-		drive(h.one[r.ID], h.url(r), r.bodies().large, 1, s.Window/6, [2]int{})
+		drive(h.many[r.ID], h.url(r), r.bodies().small, 64, false, s.Window/3, [2]int{})
+		drive(h.one[r.ID], h.url(r), r.bodies().large, 1, false, s.Window/6, [2]int{})
 	}
 	pids := [2]int{h.Envoy.Pid(), h.ExtProc.Pid}
 	for round := range s.Rounds {
@@ -225,7 +227,7 @@ func (h *harness) measure(s settings, log func(string, ...any)) results {
 				if l.Large {
 					body = r.bodies().large
 				}
-				res[li][round][r.ID] = drive(cl, h.url(r), body, l.Clients, s.Window/time.Duration(l.Share), pids)
+				res[li][round][r.ID] = drive(cl, h.url(r), body, l.Clients, l.Streamed, s.Window/time.Duration(l.Share), pids)
 			}
 		}
 		if log != nil {
@@ -285,23 +287,24 @@ func extCPU(s sample) float64 { return float64(s.ExtCPU) / 1e3 }
 // the per-round comparison with the baseline row.
 func (res results) table(rs []*row, s settings) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| row | Envoy with | 4 KiB, 64 clients: req/s | vs b | Envoy CPU/req | vs b | 4 KiB, 1 client: p50 | vs b | 1 MiB, 1 client: p50 | vs b | Envoy CPU/req | vs b |\n")
-	fmt.Fprintf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "| row | Envoy with | 4 KiB, 64 clients: req/s | vs b | Envoy CPU/req | vs b | 4 KiB, 1 client: p50 | vs b | 1 MiB, 1 client: p50 | vs b | Envoy CPU/req | vs b | streamed answer: Envoy CPU/req | vs b |\n")
+	fmt.Fprintf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rs {
 		thr, c64 := res.stat(0, r.ID, rps), res.stat(0, r.ID, cpu)
 		small := res.stat(1, r.ID, p50)
 		large, cl := res.stat(2, r.ID, p50), res.stat(2, r.ID, cpu)
+		cs := res.stat(3, r.ID, cpu)
 		name := r.Name
 		if r.Ext {
 			name += " ¹"
 		}
 		if r.ID == baseline {
-			fmt.Fprintf(&b, "| %s | %s | %.0f | **100 %%** | %.0f µs | **0** | %.0f µs | **0** | %.2f ms | **0** | %.0f µs | **0** |\n",
-				r.ID, name, thr.Value, c64.Value, small.Value, large.Value/1e3, cl.Value)
+			fmt.Fprintf(&b, "| %s | %s | %.0f | **100 %%** | %.0f µs | **0** | %.0f µs | **0** | %.2f ms | **0** | %.0f µs | **0** | %.0f µs | **0** |\n",
+				r.ID, name, thr.Value, c64.Value, small.Value, large.Value/1e3, cl.Value, cs.Value)
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f %% | %.0f µs | %+.0f µs | %.0f µs | %+.0f µs | %.2f ms | %+.0f µs | %.0f µs | %+.0f µs |\n",
-			r.ID, name, thr.Value, 100*thr.Ratio, c64.Value, c64.Diff, small.Value, small.Diff, large.Value/1e3, large.Diff, cl.Value, cl.Diff)
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f %% | %.0f µs | %+.0f µs | %.0f µs | %+.0f µs | %.2f ms | %+.0f µs | %.0f µs | %+.0f µs | %.0f µs | %+.0f µs |\n",
+			r.ID, name, thr.Value, 100*thr.Ratio, c64.Value, c64.Diff, small.Value, small.Diff, large.Value/1e3, large.Diff, cl.Value, cl.Diff, cs.Value, cs.Diff)
 	}
 	for _, r := range rs {
 		if r.Ext {
@@ -310,8 +313,9 @@ func (res results) table(rs []*row, s settings) string {
 		}
 	}
 	fmt.Fprintf(&b, "\nMedians of %d rounds (each row's \"vs b\" is the median of its per-round ratio to, or difference from, row b); "+
-		"windows of %v at 64 clients and %v at 1 client per row and round; Envoy --concurrency %d.\n",
-		s.Rounds, s.Window, s.Window/2, s.Concurrency)
+		"windows of %v at 64 clients and %v at 1 client per row and round; Envoy --concurrency %d. "+
+		"Streamed answer: 4 KiB requests from 32 clients, each answered with %d server-sent events flushed about %v apart (window %v).\n",
+		s.Rounds, s.Window, s.Window/2, s.Concurrency, streamEvents+1, streamGap, s.Window/2)
 	return b.String()
 }
 

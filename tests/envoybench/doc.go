@@ -22,7 +22,11 @@
 // one client (p50), and a 1 MiB one from one client (p50). Beside each, the
 // CPU time Envoy used per request, read from /proc (the ext_proc server's
 // too, which runs as a process of its own): on two shared cores req/s
-// understates a cost that CPU time shows.
+// understates a cost that CPU time shows. A fourth load asks for a
+// streamed answer, 50 token events flushed a millisecond apart as a
+// worker streams a chat completion, and reports only Envoy's CPU time per
+// request: what a filter costs for every chunk of a response it passes
+// through.
 //
 // Envoy runs with --concurrency 1. On a 2-core machine that also runs the
 // client and the worker, one Envoy worker thread saturates one core at 64

@@ -98,8 +98,9 @@ func client(conns int) *http.Client {
 	}
 }
 
-// post sends one request and reads the whole answer.
-func post(cl *http.Client, url string, body []byte, check string) error {
+// post sends one request and reads the whole answer, streamed when
+// stream is set.
+func post(cl *http.Client, url string, body []byte, check string, stream bool) error {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -107,6 +108,11 @@ func post(cl *http.Client, url string, body []byte, check string) error {
 	req.Header.Set("Content-Type", "application/json")
 	if check != "" {
 		req.Header.Set(checkHeader, check)
+	}
+	want := answer
+	if stream {
+		req.Header.Set(streamHeader, "1")
+		want = streamed
 	}
 	resp, err := cl.Do(req)
 	if err != nil {
@@ -117,16 +123,17 @@ func post(cl *http.Client, url string, body []byte, check string) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(b, answer) {
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(b, want) {
 		return fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
 	}
 	return nil
 }
 
 // drive sends body to url from clients senders for about d (each sender
-// finishes the request it is in) and measures the answers and the CPU time
-// the processes pids[0] (Envoy) and pids[1] (ext_proc, if non-zero) used.
-func drive(cl *http.Client, url string, body []byte, clients int, d time.Duration, pids [2]int) sample {
+// finishes the request it is in), asking for streamed answers when stream
+// is set, and measures the answers and the CPU time the processes pids[0]
+// (Envoy) and pids[1] (ext_proc, if non-zero) used.
+func drive(cl *http.Client, url string, body []byte, clients int, stream bool, d time.Duration, pids [2]int) sample {
 	var cpu0 [2]time.Duration
 	for i, p := range pids {
 		if p != 0 {
@@ -150,7 +157,7 @@ func drive(cl *http.Client, url string, body []byte, clients int, d time.Duratio
 			var mine []time.Duration
 			for ctx.Err() == nil {
 				t0 := time.Now()
-				if err := post(cl, url, body, ""); err != nil {
+				if err := post(cl, url, body, "", stream); err != nil {
 					if errs.Add(1) == 1 {
 						mu.Lock()
 						firstErr = err

@@ -1,6 +1,7 @@
 package envoybench
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -32,6 +33,24 @@ type worker struct {
 	mu   sync.Mutex
 	seen map[string]arrival
 }
+
+// streamHeader asks the worker for a streamed answer instead: streamEvents
+// server-sent events of one token each, every one written and flushed on
+// its own about streamGap after the last, as an LLM worker streams tokens,
+// so that Envoy passes each through its filters as a chunk of its own.
+const (
+	streamHeader = "X-Kvgate-Stream"
+	streamEvents = 50
+	streamGap    = time.Millisecond
+)
+
+// streamEvent is one event of the streamed answer; the answer ends with
+// streamDone.
+var (
+	streamEvent = []byte(`data: {"id":"kvgate-bench","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":null}]}` + "\n\n")
+	streamDone  = []byte("data: [DONE]\n\n")
+	streamed    = append(bytes.Repeat(streamEvent, streamEvents), streamDone...)
+)
 
 var answer = []byte(`{"id":"kvgate-bench","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 
@@ -67,6 +86,19 @@ func (w *worker) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Unlock()
 	}
 	h := rw.Header()
+	if r.Header.Get(streamHeader) != "" {
+		h.Set("Content-Type", "text/event-stream")
+		fl := rw.(http.Flusher)
+		for range streamEvents {
+			if _, err := rw.Write(streamEvent); err != nil {
+				return
+			}
+			fl.Flush()
+			time.Sleep(streamGap)
+		}
+		_, _ = rw.Write(streamDone)
+		return
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(answer)))
 	_, _ = rw.Write(answer)
