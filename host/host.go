@@ -64,6 +64,7 @@ import (
 	"github.com/kvgate/kvgate/host/internal/instrument"
 	"github.com/kvgate/kvgate/host/internal/linmem"
 	"github.com/kvgate/kvgate/host/internal/metrics"
+	"github.com/kvgate/kvgate/host/internal/modcheck"
 	"github.com/kvgate/kvgate/host/internal/wasi"
 	"github.com/kvgate/kvgate/proxywasm"
 )
@@ -155,6 +156,12 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		}
 		_ = h.cache.Close(ctx)
 		return nil, err
+	}
+	// wazero sizes its buffers from the counts a module declares, before
+	// reading what they count: a corrupt file could make it allocate
+	// gigabytes. Refuse one whose counts do not fit in its bytes.
+	if err := modcheck.Check(module); err != nil {
+		return fail(fmt.Errorf("host: the filter module is malformed: %w", err))
 	}
 	// Compile the module with interrupt checks (package instrument); when it
 	// cannot be rewritten, or the rewrite does not compile, fall back to

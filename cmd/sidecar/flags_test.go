@@ -39,6 +39,9 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
  "max_depth":6}`)
 	notWasm := write("not.wasm", "not a module")
 	badWasm := write("bad.wasm", "\x00asm\x01\x00\x00\x00\xff\xff")
+	// One function type declaring 2^32-1 parameters, in 16 bytes: wazero
+	// would allocate 32 GiB for them before finding the file short.
+	hugeWasm := write("huge.wasm", "\x00asm\x01\x00\x00\x00\x01\x07\x01\x60\xff\xff\xff\xff\x0f")
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +102,7 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 		{args: []string{"-listen", inUse}, code: 1, want: []string{"-listen " + inUse + ":", "address already in use"}},
 		{args: []string{"-admin", inUse}, code: 1, want: []string{"-admin " + inUse + ":", "address already in use"}},
 		{args: []string{"-filter", badWasm}, code: 1, want: []string{"-filter " + badWasm + ":"}, compile: true},
+		{args: []string{"-filter", hugeWasm}, code: 1, want: []string{"-filter " + hugeWasm + ":", "the filter module is malformed: section 1 (type): 4294967295 parameters declared; 0 bytes are left"}, compile: true},
 	} {
 		args := append([]string{"-listen", freeAddr(t), "-admin", freeAddr(t), "-cache-dir", testCache(t), "-log-flush", "0", "-upstream", "echo"}, c.args...)
 		// A guard against a binary that starts serving instead of failing.
