@@ -18,7 +18,7 @@ ADMIN    ?= 127.0.0.1:9090
 export KVGATE_PYTHON := $(abspath $(VENV))/bin/python
 export KVGATE_ENVOY  := $(abspath $(VENV))/bin/envoy
 
-.PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench bench-smoke sidecar clean deploy release
+.PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench bench-compare bench-smoke sidecar clean deploy release
 
 run: godeps sidecar
 	./bin/sidecar -listen $(LISTEN) -admin $(ADMIN) -upstream "$(or $(UPSTREAM),echo)"
@@ -113,6 +113,13 @@ fuzz:
 
 bench: deps
 	sh tests/bench.sh
+
+# Two builds side by side in every host: make bench-compare OLD=main~1
+# (against the working tree) or OLD=rev NEW=rev. KVGATE_COMPARE picks the
+# sections (tests/bench-compare.sh).
+bench-compare: deps
+	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=rev [NEW=rev]"; exit 2; }
+	OLD="$(OLD)" NEW="$(NEW)" sh tests/bench-compare.sh
 
 # Every Go benchmark once (-benchtime 1x), no timing read: a benchmark
 # that no longer runs fails make test, not the next make bench. tests/e2e's
