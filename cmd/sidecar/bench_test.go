@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -34,6 +35,9 @@ func benchTargets(b *testing.B) targets {
 	// The sidecar's own transport settings: the comparison is of the
 	// request path, not of connection settings.
 	rp.Transport = upstreamTransport()
+	// Its log lines (the net/http race in RATIONALE.md) would land in the
+	// middle of benchmark result lines: go test merges the streams.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	plain := httptest.NewServer(rp)
 	b.Cleanup(plain.Close)
 	// KVGATE_BENCH_ARGS adds sidecar flags, e.g. "-filter candidate.wasm".
