@@ -280,33 +280,40 @@ func (r *reader) elements() {
 
 func (r *reader) code() {
 	for i, n := 0, r.count("function bodies"); i < n && !r.failed(); i++ {
-		size := r.count("bytes of a function body")
-		if r.failed() {
-			return
-		}
-		body := &reader{b: r.b, p: r.p, end: r.p + size, what: fmt.Sprintf("%s, function body %d", r.what, i)}
-		var locals uint64
-		for j, m := 0, body.count("local entries"); j < m && !body.failed(); j++ {
-			n := uint64(body.u32())
-			locals += n
-			switch {
-			case locals > MaxLocals:
-				body.fail("more than %d locals declared", MaxLocals)
-			case n > r.locals:
-				body.fail("more than %d locals declared in the module's functions together", ModuleLocals(len(r.b)))
-			default:
-				r.locals -= n
+		r.part(r.count("bytes of a function body"), fmt.Sprintf("function body %d", i), func(body *reader) {
+			var locals uint64
+			for j, m := 0, body.count("local entries"); j < m && !body.failed(); j++ {
+				n := uint64(body.u32())
+				locals += n
+				switch {
+				case locals > MaxLocals:
+					body.fail("more than %d locals declared", MaxLocals)
+				case n > r.locals:
+					body.fail("more than %d locals declared in the module's functions together", ModuleLocals(len(r.b)))
+				default:
+					r.locals -= n
+				}
+				if t := body.byte(); t == 0x63 || t == 0x64 { // (ref null? ht)
+					body.leb(35)
+				}
 			}
-			if t := body.byte(); t == 0x63 || t == 0x64 { // (ref null? ht)
-				body.leb(35)
-			}
-		}
-		if body.err != nil {
-			r.err = body.err
-			return
-		}
-		r.p += size
+		})
 	}
+}
+
+// part runs check on the next size bytes, named what within r, and passes
+// them. size came from r.count, so it fits.
+func (r *reader) part(size int, what string, check func(*reader)) {
+	if r.failed() {
+		return
+	}
+	sub := &reader{b: r.b, p: r.p, end: r.p + size, what: r.what + ", " + what}
+	check(sub)
+	if sub.err != nil {
+		r.err = sub.err
+		return
+	}
+	r.p += size
 }
 
 func (r *reader) data() {
@@ -337,27 +344,19 @@ func (r *reader) custom() {
 	r.p += n
 	for r.p < r.end && !r.failed() {
 		id := r.byte()
-		size := r.count("bytes of a name subsection")
-		if r.failed() {
-			return
-		}
-		sub := &reader{b: r.b, p: r.p, end: r.p + size, what: fmt.Sprintf("%s, name subsection %d", r.what, id)}
-		switch id {
-		case 0: // the module's name
-			sub.name("the module name")
-		case 1: // function names
-			sub.nameMap()
-		case 2: // local names
-			for i, m := 0, sub.count("functions"); i < m && !sub.failed(); i++ {
-				sub.u32()
+		r.part(r.count("bytes of a name subsection"), fmt.Sprintf("name subsection %d", id), func(sub *reader) {
+			switch id {
+			case 0: // the module's name
+				sub.name("the module name")
+			case 1: // function names
 				sub.nameMap()
+			case 2: // local names
+				for i, m := 0, sub.count("functions"); i < m && !sub.failed(); i++ {
+					sub.u32()
+					sub.nameMap()
+				}
 			}
-		}
-		if sub.err != nil {
-			r.err = sub.err
-			return
-		}
-		r.p += size
+		})
 	}
 }
 
