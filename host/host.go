@@ -113,6 +113,13 @@ type Host struct {
 // short only in the first milliseconds, and then waits for an instance as
 // it would for a busy one.
 func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
+	// wazero sizes its buffers from the counts a module declares, before
+	// reading what they count: a corrupt file could make it allocate
+	// gigabytes. Refuse one whose counts do not fit in its bytes, before
+	// anything is opened.
+	if err := modcheck.Check(module); err != nil {
+		return nil, fmt.Errorf("host: the filter module is malformed: %w", err)
+	}
 	if opts.PoolSize <= 0 {
 		opts.PoolSize = runtime.GOMAXPROCS(0)
 	}
@@ -156,12 +163,6 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		}
 		_ = h.cache.Close(ctx)
 		return nil, err
-	}
-	// wazero sizes its buffers from the counts a module declares, before
-	// reading what they count: a corrupt file could make it allocate
-	// gigabytes. Refuse one whose counts do not fit in its bytes.
-	if err := modcheck.Check(module); err != nil {
-		return fail(fmt.Errorf("host: the filter module is malformed: %w", err))
 	}
 	// Compile the module with interrupt checks (package instrument); when it
 	// cannot be rewritten, or the rewrite does not compile, fall back to
