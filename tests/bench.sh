@@ -67,8 +67,8 @@ section "3. The sidecar against a plain reverse proxy"
 : >"$out/sidecar.txt"
 sidebench() {
 	echo "== go test -run '^\$' -bench '$1' -benchtime $2 -count 6 ./cmd/sidecar"
-	# The plain proxy logs to stderr in the middle of result lines: keep
-	# the two apart.
+	# go test merges the test binary's own streams (the benchmarks' plain
+	# proxies therefore log nowhere); its stderr holds build errors only.
 	go test -run '^$' -bench "$1" -benchtime "$2" -count 6 ./cmd/sidecar >"$out/sidecar.part" 2>"$out/sidecar.err" ||
 		{ cat "$out/sidecar.part" "$out/sidecar.err"; exit 1; }
 	cat "$out/sidecar.part" >>"$out/sidecar.txt"

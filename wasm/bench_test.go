@@ -13,13 +13,6 @@ var benchSizes = []struct {
 	n    int
 }{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"4MiB", 4 << 20}}
 
-// BenchmarkLifecycle measures one request through the compiled module under
-// wazero's compiler (context create, headers, the whole body, log,
-// delete; the untrusted hint is stripped, so the body is replaced) next to
-// the same kvhints rewrite natively. MB/s is body bytes per second.
-//
-//	go test -run '^$' -bench Lifecycle -benchtime 2s ./wasm/
-//
 // timeGuest sends body b.N times through h and reports the time and rate
 // in the guest (guestTime).
 func timeGuest(b *testing.B, h *wzHost, body []byte) {
@@ -44,6 +37,12 @@ func guestTime(b *testing.B, h *wzHost, body []byte) time.Duration {
 	return guest
 }
 
+// BenchmarkLifecycle measures one request through the compiled module under
+// wazero's compiler (context create, headers, the whole body, log,
+// delete; the untrusted hint is stripped, so the body is replaced) next to
+// the same kvhints rewrite natively. MB/s is body bytes per second.
+//
+//	go test -run '^$' -bench Lifecycle -benchtime 2s ./wasm
 func BenchmarkLifecycle(b *testing.B) {
 	for _, s := range benchSizes {
 		body := hintBody(s.n)
