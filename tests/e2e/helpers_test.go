@@ -123,7 +123,7 @@ func startWorker(t testing.TB) *Worker {
 type sidecar struct {
 	API, Admin string // host:port
 	cmd        *exec.Cmd
-	log        *bytes.Buffer
+	log        *lockedLog // its stdout and stderr, readable while it runs
 }
 
 // startSidecar runs the sidecar binary with a plugin configuration in
@@ -133,7 +133,7 @@ func startSidecar(t testing.TB, bin, upstream, pluginConfig, cacheDir string, ex
 	s := &sidecar{
 		API:   fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t)),
 		Admin: fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t)),
-		log:   &bytes.Buffer{},
+		log:   &lockedLog{},
 	}
 	args := append([]string{"-listen", s.API, "-admin", s.Admin, "-upstream", "http://" + upstream,
 		"-filter", modulePath, "-filter-config", pluginConfig, "-cache-dir", cacheDir}, extra...)

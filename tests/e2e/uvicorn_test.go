@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kvgate/kvgate/internal/envoytest"
+)
+
+// uvicornWorker is tests/e2e/uvicorn_worker.py: FastAPI on uvicorn, with
+// uvicorn's default 5 s keep-alive, in the project's .venv.
+type uvicornWorker struct {
+	// Addr is its host:port on loopback.
+	Addr string
+	log  *lockedLog
+}
+
+// uvicornKeepAlive is uvicorn's default --timeout-keep-alive, which the
+// worker runs with: an idle connection is closed after it.
+const uvicornKeepAlive = 5 * time.Second
+
+// startUvicorn starts the worker with one of uvicorn's HTTP/1.1
+// implementations ("h11" or "httptools") and waits until it answers.
+func startUvicorn(t testing.TB, impl string) *uvicornWorker {
+	t.Helper()
+	python := envoytest.Python(t)
+	port := envoytest.FreePort(t)
+	w := &uvicornWorker{Addr: fmt.Sprintf("127.0.0.1:%d", port), log: &lockedLog{}}
+	cmd := exec.Command(python, filepath.Join(repoRoot, "tests", "e2e", "uvicorn_worker.py"), "--port", fmt.Sprint(port), "--http", impl)
+	cmd.Stdout, cmd.Stderr = w.log, w.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-done:
+			t.Fatalf("uvicorn worker exited during start-up: %v\n%s", cmd.ProcessState, w.log)
+		default:
+		}
+		if resp, err := http.Get("http://" + w.Addr + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return w
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("uvicorn worker not up after 60s\n%s", w.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// uvicornRecord is one request as the worker's model read it.
+type uvicornRecord struct {
+	Body    []byte
+	KVHints any
+	Expect  *string
+}
+
+// Records returns what reached the worker under a CaseHeader value.
+func (w *uvicornWorker) Records(t testing.TB, key string) []uvicornRecord {
+	t.Helper()
+	resp, err := http.Get("http://" + w.Addr + "/_kvgate/records?case=" + url.QueryEscape(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw []struct {
+		Body    string  `json:"body"`
+		KVHints any     `json:"kv_hints"`
+		Expect  *string `json:"expect"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]uvicornRecord, len(raw))
+	for i, r := range raw {
+		b, err := base64.StdEncoding.DecodeString(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = uvicornRecord{Body: b, KVHints: r.KVHints, Expect: r.Expect}
+	}
+	return out
+}
+
+// Count returns how many chat requests reached the worker.
+func (w *uvicornWorker) Count(t testing.TB) int {
+	t.Helper()
+	resp, err := http.Get("http://" + w.Addr + "/_kvgate/count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var c struct{ Total int }
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatalf("count: %v: %s", err, b)
+	}
+	return c.Total
+}

@@ -1,0 +1,147 @@
+"""A real OpenAI-compatible worker stack for kvgate's end-to-end tests.
+
+FastAPI on uvicorn, as vLLM, SGLang and trtllm-serve run, with a pydantic
+request model shaped like theirs (a kv_hints member the model reads), and
+uvicorn's defaults where the worker's HTTP behaviour matters: the 5 s
+keep-alive timeout, and either of its HTTP/1.1 implementations.
+
+    python uvicorn_worker.py --port 8000 --http h11|httptools
+
+Only the GPU is fake: a completion is a fixed text, streamed token by
+token for "stream": true. X-Kvgate-Delay (seconds) holds the answer back,
+X-Kvgate-Token-Delay spaces the streamed tokens (default 0.01 s), so that
+a test can leave before or in the middle of an answer. Every request that carries X-Kvgate-Case is kept
+(its body bytes and what the model read as kv_hints) and served back by
+GET /_kvgate/records?case=..., so that a test asks the worker itself what
+reached it.
+"""
+
+import argparse
+import asyncio
+import base64
+import json
+from typing import Any, Optional
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict
+
+CASE_HEADER = "x-kvgate-case"
+
+
+class ChatCompletionRequest(BaseModel):
+    # vLLM's and TensorRT-LLM's request models accept members they do not
+    # name, as OpenAI's API does.
+    model_config = ConfigDict(extra="allow")
+
+    model: str = "m"
+    messages: list[dict[str, Any]] = []
+    stream: bool = False
+    max_tokens: Optional[int] = None
+    kv_hints: Optional[Any] = None
+
+
+app = FastAPI()
+records: dict[str, list[dict[str, Any]]] = {}
+total = 0
+
+
+def keep(request: Request, body: bytes, model: Optional[ChatCompletionRequest]) -> None:
+    global total
+    total += 1
+    case = request.headers.get(CASE_HEADER)
+    if case is None:
+        return
+    records.setdefault(case, []).append(
+        {
+            "body": base64.b64encode(body).decode(),
+            "kv_hints": None if model is None else model.kv_hints,
+            "expect": request.headers.get("expect"),
+            "headers": {k: v for k, v in request.headers.items()},
+        }
+    )
+
+
+TOKENS = ["Hello", " from", " the", " worker", "."]
+
+
+def completion(stream: bool, token_delay: float):
+    if not stream:
+        return JSONResponse(
+            {
+                "id": "chatcmpl-kvgate",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "".join(TOKENS)},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": len(TOKENS), "total_tokens": 1 + len(TOKENS)},
+            }
+        )
+
+    async def events():
+        for tok in TOKENS:
+            chunk = {
+                "id": "chatcmpl-kvgate",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"content": tok}, "finish_reason": None}],
+            }
+            yield "data: " + json.dumps(chunk) + "\n\n"
+            await asyncio.sleep(token_delay)
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@app.post("/v1/chat/completions")
+async def chat(request: Request):
+    body = await request.body()
+    try:
+        model = ChatCompletionRequest.model_validate_json(body)
+    except Exception as exc:  # the worker's own 400, as vLLM's
+        keep(request, body, None)
+        return JSONResponse(
+            {"error": {"message": "invalid request: " + type(exc).__name__, "type": "invalid_request_error", "code": 400}},
+            status_code=400,
+        )
+    keep(request, body, model)
+    delay = float(request.headers.get("x-kvgate-delay", "0"))
+    if delay > 0:
+        await asyncio.sleep(delay)
+    return completion(model.stream, float(request.headers.get("x-kvgate-token-delay", "0.01")))
+
+
+@app.get("/_kvgate/records")
+async def get_records(case: str):
+    return JSONResponse(records.get(case, []))
+
+
+@app.get("/_kvgate/count")
+async def get_count():
+    return JSONResponse({"total": total})
+
+
+@app.get("/health")
+async def health():
+    return JSONResponse({"ok": True})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--http", choices=["h11", "httptools"], default="h11")
+    args = p.parse_args()
+    # uvicorn's defaults otherwise (timeout_keep_alive=5), as a worker runs.
+    uvicorn.run(app, host="127.0.0.1", port=args.port, http=args.http, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
