@@ -40,6 +40,11 @@ var MTLSBootstrap []byte
 // WasmFilterName is the HTTP filter that runs the module.
 const WasmFilterName = "envoy.filters.http.wasm"
 
+// StatusCheckFilterName is the HTTP filter that answers 502 for a
+// worker's status line outside 100 to 599 (docs/spec.md, The worker
+// connection).
+const StatusCheckFilterName = "envoy.filters.http.lua"
+
 // BufferHeadroom is how much larger than the filter's max_body_bytes
 // Envoy's per-connection buffer limit is, so that the filter sees every
 // over-limit body (and answers and counts its 413) before Envoy's buffer

@@ -130,7 +130,7 @@ func TestCommittedBootstrap(t *testing.T) {
 	for _, f := range hf.([]any) {
 		names = append(names, f.(Doc)["name"])
 	}
-	if want := []any{WasmFilterName, "envoy.filters.http.router"}; !reflect.DeepEqual(names, want) {
+	if want := []any{WasmFilterName, StatusCheckFilterName, "envoy.filters.http.router"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("http filters %v, want %v", names, want)
 	}
 	file, err := Dig(wc, "vm_config", "code", "local", "filename")
@@ -163,8 +163,8 @@ func TestCommittedBootstrap(t *testing.T) {
 	if f, _ := Dig(rc, "vm_config", "code", "local", "filename"); f != "/m.wasm" {
 		t.Errorf("rendered module path = %v", f)
 	}
-	if hf, _ := Dig(r, "static_resources", "listeners", 1, "filter_chains", 0, "filters", 0, "typed_config", "http_filters"); len(hf.([]any)) != 1 {
-		t.Errorf("NoFilter listener keeps %d http filters, want only the router", len(hf.([]any)))
+	if hf, _ := Dig(r, "static_resources", "listeners", 1, "filter_chains", 0, "filters", 0, "typed_config", "http_filters"); len(hf.([]any)) != 2 {
+		t.Errorf("NoFilter listener keeps %d http filters, want the status check and the router", len(hf.([]any)))
 	}
 }
 

@@ -162,6 +162,7 @@ func TestIstioManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bootstrap := committed(t)
 	kinds := map[string]int{}
 	for _, o := range readObjects(t) {
 		where := o.file + " " + o.kind
@@ -211,6 +212,7 @@ func TestIstioManifests(t *testing.T) {
 				t.Errorf("%s: no workloadSelector: it would apply to every proxy", where)
 			}
 			sawLimit, sawFilter, sawHCM := false, false, false
+			seen := map[string]bool{}
 			for _, p := range ef.GetConfigPatches() {
 				if p.GetMatch().GetContext() != networking.EnvoyFilter_SIDECAR_INBOUND {
 					t.Errorf("%s: patch %v context %v, want SIDECAR_INBOUND", where, p.GetApplyTo(), p.GetMatch().GetContext())
@@ -220,7 +222,15 @@ func TestIstioManifests(t *testing.T) {
 				case networking.EnvoyFilter_LISTENER:
 					sawLimit = v["per_connection_buffer_limit_bytes"] == float64(want.MaxBodyBytes+BufferHeadroom) &&
 						p.GetPatch().GetOperation() == networking.EnvoyFilter_Patch_MERGE
+				case networking.EnvoyFilter_CLUSTER, networking.EnvoyFilter_HTTP_ROUTE:
+					seen[p.GetApplyTo().String()] = true
+					checkWorkerPatch(t, where, p, bootstrap)
 				case networking.EnvoyFilter_HTTP_FILTER:
+					if v["name"] == StatusCheckFilterName {
+						seen["status check"] = true
+						checkWorkerPatch(t, where, p, bootstrap)
+						continue
+					}
 					sawFilter = true
 					c, err := Dig(v, "typed_config", "config")
 					if err != nil {
@@ -230,6 +240,7 @@ func TestIstioManifests(t *testing.T) {
 				case networking.EnvoyFilter_NETWORK_FILTER:
 					sawHCM = true
 					checkHCMPatch(t, where, p)
+					checkWorkerPatch(t, where, p, bootstrap)
 				default:
 					t.Errorf("%s: unexpected patch %v", where, p.GetApplyTo())
 				}
@@ -242,6 +253,11 @@ func TestIstioManifests(t *testing.T) {
 			}
 			if !sawHCM {
 				t.Errorf("%s: no NETWORK_FILTER patch of the connection manager", where)
+			}
+			for _, k := range []string{"CLUSTER", "HTTP_ROUTE", "status check"} {
+				if !seen[k] {
+					t.Errorf("%s: no %s patch of the worker connection (docs/spec.md, The worker connection)", where, k)
+				}
 			}
 		case "PeerAuthentication":
 			checkTop(t, o, "security.istio.io/v1")
@@ -458,4 +474,58 @@ func envoyFilterApplied(t *testing.T, module string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// checkWorkerPatch checks that an EnvoyFilter patch of the inbound
+// cluster, route, connection manager or status check says what
+// envoy.yaml says of the worker connection (docs/spec.md, The worker
+// connection): the connect and idle timeouts, the one retry, the short
+// delayed close, the 502 answers, and the status check before the router.
+func checkWorkerPatch(t *testing.T, where string, p *networking.EnvoyFilter_EnvoyConfigObjectPatch, bootstrap Doc) {
+	t.Helper()
+	v := Doc(p.GetPatch().GetValue().AsMap())
+	hcm := []any{"static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config"}
+	same := func(what string, got any, at ...any) {
+		t.Helper()
+		want, err := Dig(bootstrap, at...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %s = %v, envoy.yaml has %v", where, what, got, want)
+		}
+	}
+	switch p.GetApplyTo() {
+	case networking.EnvoyFilter_CLUSTER:
+		same("connect_timeout", v["connect_timeout"], "static_resources", "clusters", 0, "connect_timeout")
+		opts := "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+		got, _ := Dig(v, "typed_extension_protocol_options", opts, "common_http_protocol_options")
+		same("idle timeout", got, "static_resources", "clusters", 0, "typed_extension_protocol_options", opts, "common_http_protocol_options")
+	case networking.EnvoyFilter_HTTP_ROUTE:
+		got, _ := Dig(v, "route", "retry_policy")
+		same("retry_policy", got, append(hcm, "route_config", "virtual_hosts", 0, "routes", 0, "route", "retry_policy")...)
+	case networking.EnvoyFilter_HTTP_FILTER:
+		if p.GetPatch().GetOperation() != networking.EnvoyFilter_Patch_INSERT_BEFORE ||
+			p.GetMatch().GetListener().GetFilterChain().GetFilter().GetSubFilter().GetName() != "envoy.filters.http.router" {
+			t.Errorf("%s: the status check must go right before the router", where)
+		}
+		same("status check", v["typed_config"], append(hcm, "http_filters", 1, "typed_config")...)
+	case networking.EnvoyFilter_NETWORK_FILTER:
+		tc, _ := Dig(v, "typed_config")
+		same("delayed_close_timeout", tc.(Doc)["delayed_close_timeout"], append(hcm, "delayed_close_timeout")...)
+		got, _ := Dig(tc, "local_reply_config", "mappers")
+		all, err := Dig(bootstrap, append(hcm, "local_reply_config", "mappers")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []any
+		for _, m := range all.([]any) {
+			if m.(Doc)["status_code"] == float64(502) {
+				want = append(want, m)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: local_reply_config mappers %v, want envoy.yaml's 502 mappers %v", where, got, want)
+		}
+	}
 }

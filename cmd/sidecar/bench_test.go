@@ -34,7 +34,7 @@ func benchTargets(b *testing.B) targets {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	// The sidecar's own transport settings: the comparison is of the
 	// request path, not of connection settings.
-	rp.Transport = upstreamTransport()
+	rp.Transport = upstreamTransport(workerOptions{})
 	// Its log lines (the net/http race in RATIONALE.md) would land in the
 	// middle of benchmark result lines: go test merges the streams.
 	rp.ErrorLog = log.New(io.Discard, "", 0)

@@ -191,27 +191,31 @@ func errTimeout(err error) bool {
 // ReverseProxy, and done, to call once the proxy has returned. buf holds
 // body when it is a pooled buffer, else nil.
 //
-// ReverseProxy hands the transport a wrapper of the body whose Close does
-// not reach it, and closes that wrapper when it returns: the transport never
-// closes the body itself. A pooled buffer goes back to its pool in done,
-// after waiting for a read in flight (forwardBody). A body in memory of its
-// own is left to the garbage collector, and reaches the transport as an
-// in-memory reader (bodyTransport).
+// The copy can be replayed (GetBody), so that the transport may retry a
+// request of which it wrote nothing on a connection the worker had closed
+// (upstreamTransport). A pooled buffer goes back to its pool in done: every
+// reader of it, the first and any replay, fails from then on, so a
+// recycled buffer is never sent, even by a writer still running after the
+// worker answered before reading the whole body. Closing a reader releases
+// nothing. A body in memory of its own is left to the garbage collector,
+// and reaches the transport as an in-memory reader (bodyTransport).
 func forwardRequest(r *http.Request, body []byte, buf *bodyBuf) (out *http.Request, done func()) {
 	switch {
 	case len(body) == 0:
 		out = new(http.Request)
 		*out = *r
-		out.Body = http.NoBody
+		out.Body, out.GetBody = http.NoBody, nil
 		done = func() {}
 	case buf.pooled():
 		out = new(http.Request)
 		*out = *r
-		fb := &forwardBody{r: bytes.NewReader(body), buf: buf}
-		out.Body, done = fb, func() { _ = fb.Close() }
+		pb := &pooledBody{body: body, buf: buf}
+		out.Body, done = pb.reader(), pb.release
+		out.GetBody = func() (io.ReadCloser, error) { return pb.reader(), nil }
 	default:
 		out = r.WithContext(context.WithValue(r.Context(), forwardBytesKey{}, body))
 		out.Body, done = io.NopCloser(bytes.NewReader(body)), func() {}
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	out.ContentLength = int64(len(body))
 	return out, done
@@ -228,44 +232,74 @@ type forwardBytesKey struct{}
 // headers and a small body in one, and the worker reads them in one piece.
 type bodyTransport struct{ http.RoundTripper }
 
+// It also retries, once, a request whose connection to the worker could
+// not be opened (refused, or not established within the connect timeout):
+// such a request provably never reached the worker, and Envoy's
+// reset-before-request retry covers the same case (docs/spec.md, The
+// worker connection).
 func (t bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b, ok := r.Context().Value(forwardBytesKey{}).([]byte); ok && r.Body != nil && r.ContentLength == int64(len(b)) {
 		r2 := *r // RoundTrip must not change the request it is given
 		r2.Body = io.NopCloser(bytes.NewReader(b))
 		r = &r2
 	}
-	return t.RoundTripper.RoundTrip(r)
+	res, err := t.RoundTripper.RoundTrip(r)
+	var op *net.OpError
+	if err == nil || !errors.As(err, &op) || op.Op != "dial" || r.Context().Err() != nil {
+		return res, err
+	}
+	r2 := *r
+	if r.Body != nil && r.Body != http.NoBody {
+		if r.GetBody == nil {
+			return nil, err
+		}
+		body, gerr := r.GetBody()
+		if gerr != nil {
+			return nil, err
+		}
+		r2.Body = body
+	}
+	return t.RoundTripper.RoundTrip(&r2)
 }
 
-// forwardBody is the body of a forwarded request in a pooled buffer. Close
-// releases the buffer, and it can come while the transport's writer still
-// reads (the worker answered before reading the whole body): reads and
-// Close are serialised, and a read after Close fails, so a recycled buffer
-// is never sent.
+// pooledBody is the body of a forwarded request in a pooled buffer, read
+// by one forwardBody per attempt. release can come while the transport's
+// writer still reads (the worker answered before reading the whole body):
+// reads and release are serialised, and a read after release fails.
+type pooledBody struct {
+	mu       sync.Mutex
+	body     []byte
+	buf      *bodyBuf
+	released bool
+}
+
+func (p *pooledBody) reader() *forwardBody { return &forwardBody{p: p, r: bytes.NewReader(p.body)} }
+
+func (p *pooledBody) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.released {
+		p.released = true
+		p.buf.release()
+	}
+}
+
+// forwardBody is one reading of a pooledBody.
 type forwardBody struct {
-	mu     sync.Mutex
-	r      *bytes.Reader
-	buf    *bodyBuf
-	closed bool
+	p *pooledBody
+	r *bytes.Reader
 }
 
-func (f *forwardBody) Read(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
+func (f *forwardBody) Read(b []byte) (int, error) {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if f.p.released {
 		return 0, errBodyClosed
 	}
-	return f.r.Read(p)
+	return f.r.Read(b)
 }
 
-func (f *forwardBody) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.closed {
-		f.closed = true
-		f.buf.release()
-	}
-	return nil
-}
+// Close releases nothing: the buffer goes back in forwardRequest's done.
+func (f *forwardBody) Close() error { return nil }
 
 var errBodyClosed = errors.New("request body read after close")

@@ -100,23 +100,38 @@ func TestReadBodyGrowsWithData(t *testing.T) {
 	}
 }
 
-// Once the proxy closed the forwarded body, its pooled buffer may be reused:
-// a late read by the transport must fail, never return recycled bytes.
-func TestForwardBodyReadAfterClose(t *testing.T) {
-	r, _ := http.NewRequest("POST", "http://x/", strings.NewReader("hello world"))
-	b, err := readBody(r, 100, idleTimer{})
+// Once the proxy is done with the forwarded body, its pooled buffer may be
+// reused: a late read by the transport, of the first reading or of a
+// replay (GetBody), must fail, never return recycled bytes; closing a
+// reading releases nothing.
+func TestForwardBodyReadAfterRelease(t *testing.T) {
+	r, _ := http.NewRequest("POST", "http://x/", strings.NewReader(strings.Repeat("hello world", 4000)))
+	b, err := readBody(r, 1<<20, idleTimer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &forwardBody{r: bytes.NewReader(b.bytes()), buf: b}
+	if !b.pooled() {
+		t.Fatal("want a pooled body")
+	}
+	out, done := forwardRequest(r, b.bytes(), b)
 	p := make([]byte, 5)
-	if n, err := f.Read(p); n != 5 || err != nil || string(p) != "hello" {
+	if n, err := out.Body.Read(p); n != 5 || err != nil || string(p) != "hello" {
 		t.Fatalf("read %q %v", p[:n], err)
 	}
-	_ = f.Close()
-	_ = f.Close()
-	if n, err := f.Read(p); n != 0 || !errors.Is(err, errBodyClosed) {
-		t.Fatalf("read after close: %d %v", n, err)
+	_ = out.Body.Close()
+	replay, err := out.GetBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := replay.Read(p); n != 5 || err != nil || string(p) != "hello" {
+		t.Fatalf("replay after the first reading was closed: %q %v", p[:n], err)
+	}
+	done()
+	done()
+	for i, body := range []io.Reader{out.Body, replay} {
+		if n, err := body.Read(p); n != 0 || !errors.Is(err, errBodyClosed) {
+			t.Fatalf("reading %d after release: %d %v", i, n, err)
+		}
 	}
 }
 
@@ -135,8 +150,8 @@ func TestSizeClass(t *testing.T) {
 // query or header values.
 func TestAccessLogWithoutBody(t *testing.T) {
 	var buf bytes.Buffer
-	s := &server{cfg: &config{MaxBodyBytes: 100}, log: slog.New(slog.NewJSONHandler(&buf, nil)), outcomes: map[string]prometheus.Counter{}}
-	s.outcomes["bad_request"] = prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	s := &server{cfg: &config{MaxBodyBytes: 100}, log: slog.New(slog.NewJSONHandler(&buf, nil)), outcomes: map[outcome]prometheus.Counter{}}
+	s.outcomes[outcomeBadRequest] = prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
 	r := httptest.NewRequest("POST", "/v1/chat/completions?secret=1", iotest.ErrReader(errors.New("boom")))
 	r.Header.Set("Authorization", "Bearer sk-secret")
 	s.ServeHTTP(httptest.NewRecorder(), r)

@@ -43,25 +43,25 @@ import (
 // The connection is closed after the answer: a client that asked for a
 // tunnel may already be sending bytes meant for it, and an unread body is
 // not waited for.
-func (s *server) screen(w *statusWriter, r *http.Request) string {
+func (s *server) screen(w *statusWriter, r *http.Request) outcome {
 	switch {
 	case r.Method == "PRI" && r.ProtoMajor == 2:
 		w.status = http.StatusHTTPVersionNotSupported // for the access log
 		refuseHTTP2(w)
-		return "unsupported_protocol"
+		return outcomeUnsupportedProtocol
 	case r.Method == http.MethodConnect || r.Method == "PRI":
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		closeAfterReply(w)
 		writeError(w, http.StatusMethodNotAllowed, r.Method+" is not supported: the sidecar forwards API requests, not tunnels")
-		return "unsupported_protocol"
+		return outcomeUnsupportedProtocol
 	case strings.IndexByte(r.RequestURI, '#') >= 0:
 		closeAfterReply(w)
 		writeError(w, http.StatusBadRequest, "the request target contains '#': a fragment is never sent in a request")
-		return "bad_request"
+		return outcomeBadRequest
 	case wantsUpgrade(r.Header):
 		closeAfterReply(w)
 		writeError(w, http.StatusBadRequest, "protocol upgrades (WebSocket, h2c) are not supported: every request body must pass the filter")
-		return "unsupported_protocol"
+		return outcomeUnsupportedProtocol
 	}
 	return ""
 }
@@ -98,7 +98,14 @@ func closeAfterReply(w http.ResponseWriter) {
 // asks the worker to switch protocols. (Upgrade and Connection are removed
 // by ReverseProxy, and put back for an upgrade request; screen refuses
 // those, and rewrite removes them again after a filter that adds them.)
-var hopByHopForwarded = []string{"Upgrade", "Connection", "Http2-Settings"}
+//
+// Expect is answered by the sidecar itself: net/http sends the client its
+// 100 Continue when the body is first read, and the body is whole before
+// anything is forwarded, so there is nothing for the worker to invite
+// (forwarded, it made Go's transport wait a second for a 100 from a worker
+// that sends none, and the worker's 100 reached the client as a second
+// one).
+var hopByHopForwarded = []string{"Upgrade", "Connection", "Http2-Settings", "Expect"}
 
 var errUnrequestedSwitch = errors.New("the worker answered 101 Switching Protocols to a request that asked for no upgrade")
 

@@ -47,6 +47,7 @@ type config struct {
 	CacheDir                string
 	DrainTimeout            time.Duration
 	IdleTimeout             time.Duration
+	Worker                  workerOptions // the connections to the worker (transport.go)
 	MaxConnections          int
 	LogFlush                time.Duration
 
@@ -108,6 +109,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, how long to keep serving new requests with /readyz answering 503, so that load balancers take the sidecar out first (in Kubernetes, e.g. 5s); then the drain")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "after SIGTERM (and -shutdown-delay), how long to wait for requests in flight")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "longest wait for more of a request body (then 408) or for the next request on a kept-alive connection (then it is closed); 0: no limit")
+	fs.DurationVar(&cfg.Worker.IdleTimeout, "upstream-idle-timeout", defaultWorkerIdleTimeout, "close a connection to the worker after it has been idle this long; keep it below the worker's own keep-alive timeout (uvicorn's default, which vLLM, SGLang and trtllm-serve run with, is 5s), so that a request is never written on a connection the worker is closing")
+	fs.DurationVar(&cfg.Worker.ConnectTimeout, "upstream-connect-timeout", defaultWorkerConnectTimeout, "longest wait to open a connection to the worker; one that cannot be opened is tried once more, then answered 502")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections(), "most client connections open at once; more wait to be accepted; the default is half the open-file limit less a reserve")
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "lowest `level` logged: debug, info, warn or error. At debug the access log line of a discarded hint says where and why it is at fault (hint_detail), and the filter's debug lines are logged")
 	showVersion := fs.Bool("version", false, "print the version, the source revision and the Go version, and exit")
@@ -155,6 +158,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}{{"-idle-timeout", cfg.IdleTimeout}, {"-drain-timeout", cfg.DrainTimeout}, {"-shutdown-delay", cfg.ShutdownDelay}, {"-log-flush", cfg.LogFlush}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("%s %v: must be 0 or more", d.flag, d.v)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"-upstream-idle-timeout", cfg.Worker.IdleTimeout}, {"-upstream-connect-timeout", cfg.Worker.ConnectTimeout}} {
+		if d.v <= 0 {
+			return nil, fmt.Errorf("%s %v: must be more than 0", d.flag, d.v)
 		}
 	}
 	if cfg.PoolSize < 0 {

@@ -54,7 +54,7 @@ func TestHelperProcess(t *testing.T) {
 			os.Exit(2)
 		}
 		rp := httputil.NewSingleHostReverseProxy(u)
-		rp.Transport = upstreamTransport()
+		rp.Transport = upstreamTransport(workerOptions{})
 		// Its log lines (the net/http race in RATIONALE.md) would land in the
 		// middle of benchmark result lines: go test merges the streams.
 		rp.ErrorLog = log.New(io.Discard, "", 0)

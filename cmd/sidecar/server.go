@@ -38,7 +38,7 @@ type server struct {
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
 	// outcomes are the requests counter's series, resolved once.
-	outcomes map[string]prometheus.Counter
+	outcomes map[outcome]prometheus.Counter
 	// memPages and retireBytes are each instance's memory cap and retire
 	// size (instanceMemory).
 	memPages    uint32
@@ -70,9 +70,9 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Name: "kvgate_sidecar_requests_total",
 		Help: "Requests handled by the sidecar, by outcome.",
 	}, []string{"outcome"})
-	s.outcomes = map[string]prometheus.Counter{}
-	for _, o := range []string{"forwarded", "local_reply", "filter_failure", "too_large", "bad_request", "body_timeout", "client_gone", "unsupported_protocol"} {
-		s.outcomes[o] = s.requests.WithLabelValues(o)
+	s.outcomes = map[outcome]prometheus.Counter{}
+	for _, o := range outcomes {
+		s.outcomes[o] = s.requests.WithLabelValues(string(o))
 	}
 	s.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kvgate_filter_duration_seconds",
@@ -102,7 +102,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		return nil, err
 	}
 	s.proxy = &httputil.ReverseProxy{
-		Transport: bodyTransport{upstreamTransport()},
+		Transport: bodyTransport{upstreamTransport(cfg.Worker)},
 		ErrorLog:  newNetLogger(log, "proxy"),
 		// FlushInterval 0: ReverseProxy itself flushes every write of a
 		// text/event-stream or unknown-length (chunked) response, so
@@ -112,20 +112,28 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Rewrite:    s.rewrite,
 		// The sidecar never asks the worker to switch protocols (rewrite
 		// removes Upgrade): a 101 is a worker's error, answered 502, and
-		// the connection never becomes a tunnel.
+		// the connection never becomes a tunnel. The answer's body is
+		// watched for a worker that stops in the middle of it.
 		ModifyResponse: func(res *http.Response) error {
 			if res.StatusCode == http.StatusSwitchingProtocols {
 				return errUnrequestedSwitch
 			}
+			if x, ok := res.Request.Context().Value(exchangeKey{}).(*statusWriter); ok && res.Body != nil && res.Body != http.NoBody {
+				res.Body = &answerBody{ReadCloser: res.Body, w: x, ctx: res.Request.Context()}
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if errors.Is(err, context.Canceled) {
-				return // the client went away; the upstream request was cancelled
+			o, status, msg := classifyUpstream(r.Context(), err)
+			if sw, ok := w.(*statusWriter); ok {
+				sw.outcome = o
+			}
+			if o == outcomeClientGone {
+				return // nobody to answer; the upstream request was cancelled
 			}
 			// Transport errors can quote the worker's bytes.
-			log.Warn("upstream error", "err", redactQuoted(err.Error()), "path", r.URL.Path)
-			writeError(w, http.StatusBadGateway, "upstream unavailable")
+			log.Warn("upstream error", "outcome", string(o), "err", redactQuoted(err.Error()), "path", r.URL.Path)
+			writeError(w, status, msg)
 		},
 	}
 	s.ready.Store(true)
@@ -158,7 +166,6 @@ func (s *server) rewrite(pr *httputil.ProxyRequest) {
 	for _, k := range hopByHopForwarded {
 		out.Header.Del(k)
 	}
-	out.GetBody = nil
 	pr.SetXForwarded()
 }
 
@@ -180,22 +187,47 @@ func singleJoin(a, b string) string {
 	return a + b
 }
 
-// ServeHTTP filters then forwards one request.
+// ServeHTTP filters then forwards one request, and accounts for it: one
+// count and one access line, whatever path the request leaves by, a panic
+// (http.ErrAbortHandler, with which ReverseProxy ends an answer cut short)
+// included.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &statusWriter{ResponseWriter: w}
 	rw.requestID = requestID(r.Header)
-	outcome := s.serve(rw, r)
-	s.outcomes[outcome].Inc()
-	// Access log: no body, no header values, no query (it may carry data).
-	// The record goes straight to the handler: no caller PC (the line's
-	// source is always here) and one clock read for time and duration.
+	defer func() {
+		p := recover()
+		if p != nil {
+			if rw.outcome == "" {
+				rw.outcome = outcomeAborted
+			}
+			if rw.outcome == outcomeUpstreamReset && rw.status != 0 {
+				rw.Flush() // what the worker sent before it stopped reaches the client
+			}
+		}
+		s.account(rw, r, start)
+		if p != nil {
+			panic(p) // net/http closes the connection
+		}
+	}()
+	o := s.serve(rw, r)
+	if rw.outcome == "" {
+		rw.outcome = o
+	}
+}
+
+// account counts a request's outcome and writes its access line: no body,
+// no header values, no query (it may carry data). The record goes straight
+// to the handler: no caller PC (the line's source is always here) and one
+// clock read for time and duration.
+func (s *server) account(rw *statusWriter, r *http.Request, start time.Time) {
+	s.outcomes[rw.outcome].Inc()
 	ctx := r.Context()
 	if h := s.log.Handler(); h.Enabled(ctx, slog.LevelInfo) {
 		end := time.Now()
 		rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 		rec.AddAttrs(slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rw.status),
-			slog.Int64("bytes", rw.n), slog.String("outcome", outcome),
+			slog.Int64("bytes", rw.n), slog.String("outcome", string(rw.outcome)),
 			slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
 			slog.String("remote", r.RemoteAddr))
 		rw.addAttrs(&rec, h.Enabled(ctx, slog.LevelDebug))
@@ -203,7 +235,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *server) serve(w *statusWriter, r *http.Request) string {
+func (s *server) serve(w *statusWriter, r *http.Request) outcome {
 	if outcome := s.screen(w, r); outcome != "" {
 		return outcome
 	}
@@ -230,11 +262,11 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	case err != nil && errTimeout(err):
 		closeAfterReply(w) // answer now, not once the rest of the body came
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout))
-		return "body_timeout"
+		return outcomeBodyTimeout
 	case err != nil:
 		closeAfterReply(w) // what is left of the connection is not a request
 		writeError(w, http.StatusBadRequest, "cannot read the request body")
-		return "bad_request"
+		return outcomeBadRequest
 	}
 	// buf goes back to its pool when the request is done with it: here,
 	// unless it is forwarded, in which case forwardRequest's closer does it.
@@ -246,7 +278,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	}()
 	if k := forbiddenTrailer(r.Trailer); k != "" {
 		writeError(w, http.StatusBadRequest, "the request's trailer carries "+k+", which a trailer must not")
-		return "bad_request"
+		return outcomeBadRequest
 	}
 	body := buf.bytes()
 	if !withheld {
@@ -289,16 +321,16 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 	if err != nil {
 		reason := failureReason(err)
 		if errors.Is(err, context.Canceled) {
-			return "client_gone"
+			return outcomeClientGone
 		}
 		s.failures.WithLabelValues(reason).Inc()
 		s.log.Error("filter failed; request not forwarded", "reason", reason, "err", err, "path", r.URL.Path)
 		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded")
-		return "filter_failure"
+		return outcomeFilterFailure
 	}
 	if tooLarge && d.Local == nil { // the guest's own refusal (413, or 415 for an encoded body) stands
 		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg)
-		return "too_large"
+		return outcomeTooLarge
 	}
 	if d.Local != nil {
 		h := w.Header()
@@ -308,7 +340,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 		h.Set("Content-Length", strconv.Itoa(len(d.Local.Body)))
 		w.WriteHeader(d.Local.Status)
 		_, _ = w.Write(d.Local.Body)
-		return "local_reply"
+		return outcomeLocalReply
 	}
 	// The request to forward: a shallow copy of r carrying the decision,
 	// its body d.Body, in the pooled buffer fwd or in memory of its own.
@@ -337,8 +369,12 @@ func (s *server) serve(w *statusWriter, r *http.Request) string {
 			}
 		}
 	}
+	out = out.WithContext(context.WithValue(out.Context(), exchangeKey{}, w))
 	s.proxy.ServeHTTP(w, out)
-	return "forwarded"
+	if w.outcome != "" { // the proxy's ErrorHandler or the answer's body said what went wrong
+		return w.outcome
+	}
+	return outcomeForwarded
 }
 
 func failureReason(err error) string {
@@ -385,16 +421,35 @@ func (s *server) adminHandler() http.Handler {
 	return mux
 }
 
-// statusWriter records the status and size for the access log and keeps
-// flushing available to the reverse proxy.
+// statusWriter is a request's response writer and what its access line
+// and count say: the final status, the bytes sent, the outcome, and the
+// filter's report (accessInfo). It keeps flushing available to the
+// reverse proxy.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
+	// outcome, once set, is what became of the request; serve's result
+	// otherwise.
+	outcome outcome
+	// writeFailed is set when a write to the client failed: it is gone.
+	writeFailed bool
 	accessInfo
 }
 
+// WriteHeader records the final status. An interim answer is not the
+// status of the request: a 100 Continue from the worker is dropped (the
+// sidecar never forwards Expect, and net/http has already sent the client
+// its own 100 if it asked for one), other 1xx (103 Early Hints) pass
+// through unrecorded.
 func (w *statusWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		if code == http.StatusContinue {
+			return
+		}
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
 	if w.status == 0 {
 		w.status = code
 	}
@@ -407,6 +462,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.n += int64(n)
+	if err != nil {
+		w.writeFailed = true
+	}
 	return n, err
 }
 

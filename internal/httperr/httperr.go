@@ -107,3 +107,17 @@ func CheckContentEncoding(v string) (status int, message string) {
 	}
 	return 0, ""
 }
+
+// Messages of the 502 answers to a worker that failed, the same in every
+// host (docs/spec.md, "The worker connection"), with type server_error.
+const (
+	// MsgWorkerUnavailable: no connection to the worker could be opened.
+	MsgWorkerUnavailable = "the worker could not be reached"
+	// MsgWorkerTimeout: opening the connection to the worker timed out.
+	MsgWorkerTimeout = "the worker could not be reached in time"
+	// MsgWorkerReset: the worker closed or reset the connection before
+	// its answer began.
+	MsgWorkerReset = "the worker closed the connection before answering"
+	// MsgWorkerInvalid: the worker's answer is not valid HTTP.
+	MsgWorkerInvalid = "the worker sent an answer that is not valid HTTP"
+)
