@@ -44,6 +44,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,8 +87,11 @@ type Host struct {
 	compiled wazero.CompiledModule
 	cache    wazero.CompilationCache
 	epoch    time.Time
-	plugin   abi.Plugin // what the instances share
-	size     int
+	// plugin is what the instances share: the configuration new
+	// instances start with. Reconfigure replaces it; an instance made with
+	// an older one is stale and is replaced instead of reused.
+	plugin atomic.Pointer[abi.Plugin]
+	size   int
 	// interruptible: the module carries interrupt checks (package instrument)
 	// and calls are bounded by a per-instance watchdog instead of wazero's
 	// context termination.
@@ -142,11 +146,7 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 		opts: opts, log: opts.Logger, epoch: time.Now(),
 		size: opts.PoolSize, idle: make(chan *instance, opts.PoolSize), stop: make(chan struct{}),
 	}
-	h.plugin = abi.Plugin{
-		VMConfig: opts.VMConfig, PluginConfig: opts.PluginConfig,
-		Name: opts.PluginName, RootID: opts.RootID, VMID: opts.VMID,
-		Metrics: &h.metrics, Logger: h.log, LogLevel: h.guestLogLevel, BodyAlloc: opts.BodyAlloc,
-	}
+	h.plugin.Store(h.newPlugin(opts.PluginConfig))
 	h.metrics.Help = opts.MetricHelp
 	var err error
 	if opts.CacheDir != "" {
@@ -217,6 +217,82 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	}
 	return h, nil
 }
+
+// newPlugin is the shared part of the instances, with a plugin
+// configuration.
+func (h *Host) newPlugin(pluginConfig []byte) *abi.Plugin {
+	return &abi.Plugin{
+		VMConfig: h.opts.VMConfig, PluginConfig: pluginConfig,
+		Name: h.opts.PluginName, RootID: h.opts.RootID, VMID: h.opts.VMID,
+		Metrics: &h.metrics, Logger: h.log, LogLevel: h.guestLogLevel, BodyAlloc: h.opts.BodyAlloc,
+	}
+}
+
+// Reconfigure gives the filter a new plugin configuration without
+// stopping: it starts an instance with it, and when the guest accepts it
+// (proxy_on_configure), new requests are filtered with it from then on.
+// Requests in flight finish in the instances they started in, which are
+// then closed and replaced; idle instances are replaced at once. Metrics
+// carry on. When the guest rejects the configuration, the running one
+// stays and the error carries the guest's log lines, as New's does.
+func (h *Host) Reconfigure(ctx context.Context, pluginConfig []byte) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	h.inflight.Add(1)
+	h.mu.Unlock()
+	defer h.inflight.Done()
+	p := h.newPlugin(bytes.Clone(pluginConfig))
+	trial, err := h.newInstanceOf(ctx, p)
+	if err != nil {
+		return err
+	}
+	h.plugin.Store(p)
+	// The idle instances are stale now: the trial takes the place of the
+	// first, and the others are replaced in the background.
+	var idle []*instance
+	for len(idle) < h.size {
+		select {
+		case in := <-h.idle:
+			idle = append(idle, in)
+			continue
+		default:
+		}
+		break
+	}
+	for _, in := range idle {
+		switch {
+		case !h.stale(in):
+			h.idle <- in
+		case trial != nil:
+			in.close()
+			h.idle <- trial
+			trial = nil
+		default:
+			h.replaceStale(in)
+		}
+	}
+	if trial != nil {
+		// Every instance is busy: each is replaced as its request ends
+		// (release), so the trial would be one too many.
+		trial.close()
+	}
+	return nil
+}
+
+// replace starts an instance for the pool in place of one closed; the
+// caller has added it to inflight.
+func (h *Host) replace() {
+	defer h.inflight.Done()
+	if n := h.startInstance(); n != nil {
+		h.idle <- n
+	}
+}
+
+// stale reports whether an instance was made with an older configuration.
+func (h *Host) stale(in *instance) bool { return in.abi.Plugin != h.plugin.Load() }
 
 // startInstance starts an instance for the pool, retrying with backoff
 // until it succeeds or the Host closes (then it returns nil).
@@ -350,7 +426,12 @@ func typeNames(ts []api.ValueType) string {
 // outside the Go heap (package linmem), and runs the guest's start-up:
 // _initialize, proxy_on_vm_start, proxy_on_context_create(root) and
 // proxy_on_configure.
-func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
+func (h *Host) newInstance(ctx context.Context) (*instance, error) {
+	return h.newInstanceOf(ctx, h.plugin.Load())
+}
+
+// newInstanceOf starts an instance with the shared part p.
+func (h *Host) newInstanceOf(ctx context.Context, p *abi.Plugin) (_ *instance, err error) {
 	mod, err := h.rt.InstantiateModule(withMemory(ctx), h.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
 		return nil, fmt.Errorf("host: instantiate filter module: %w", err)
@@ -367,7 +448,7 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 		alloc = mod.ExportedFunction("malloc")
 	}
 	mem := hostcall.NewMemory(in.mem)
-	in.abi = abi.Instance{Plugin: &h.plugin, Mem: mem, Alloc: alloc, Log: in.guestLog}
+	in.abi = abi.Instance{Plugin: p, Mem: mem, Alloc: alloc, Log: in.guestLog}
 	in.wasi = wasi.System{Mem: mem, Env: h.opts.Env, Epoch: h.epoch, Log: in.guestLog, Logger: h.log}
 	in.onContextCreate = mod.ExportedFunction("proxy_on_context_create")
 	in.onRequestHeaders = mod.ExportedFunction("proxy_on_request_headers")
@@ -408,7 +489,7 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 	}
 	in.abi.Phase = abi.PhaseVMStart
 	if f := mod.ExportedFunction("proxy_on_vm_start"); f != nil {
-		ok, err := in.call(cctx, f, "proxy_on_vm_start", 0, uint64(len(h.plugin.VMConfig)))
+		ok, err := in.call(cctx, f, "proxy_on_vm_start", 0, uint64(len(p.VMConfig)))
 		if err != nil || uint32(ok) == 0 {
 			return nil, failed("proxy_on_vm_start", err)
 		}
@@ -419,7 +500,7 @@ func (h *Host) newInstance(ctx context.Context) (_ *instance, err error) {
 	}
 	in.abi.Phase = abi.PhaseConfigure
 	if f := mod.ExportedFunction("proxy_on_configure"); f != nil {
-		ok, err := in.call(cctx, f, "proxy_on_configure", abi.RootContextID, uint64(len(h.plugin.PluginConfig)))
+		ok, err := in.call(cctx, f, "proxy_on_configure", abi.RootContextID, uint64(len(p.PluginConfig)))
 		if err != nil || uint32(ok) == 0 {
 			return nil, failed("proxy_on_configure (the filter rejected its configuration)", err)
 		}
@@ -503,29 +584,51 @@ func (h *Host) acquire(ctx context.Context) (*instance, error) {
 	h.mu.Unlock()
 	select {
 	case in := <-h.idle:
-		return in, nil
+		if !h.stale(in) {
+			return in, nil
+		}
+		h.replaceStale(in)
 	default:
 	}
 	t := time.NewTimer(h.opts.AcquireTimeout)
 	defer t.Stop()
-	select {
-	case in := <-h.idle:
-		return in, nil
-	case <-t.C:
-		h.inflight.Done()
-		return nil, ErrPoolTimeout
-	case <-ctx.Done():
-		h.inflight.Done()
-		return nil, ctx.Err()
-	case <-h.stop:
-		h.inflight.Done()
-		return nil, ErrClosed
+	for {
+		select {
+		case in := <-h.idle:
+			if !h.stale(in) {
+				return in, nil
+			}
+			h.replaceStale(in)
+			continue
+		case <-t.C:
+			h.inflight.Done()
+			return nil, ErrPoolTimeout
+		case <-ctx.Done():
+			h.inflight.Done()
+			return nil, ctx.Err()
+		case <-h.stop:
+			h.inflight.Done()
+			return nil, ErrClosed
+		}
 	}
 }
 
+// replaceStale closes an instance of an older configuration that was
+// idle, and starts one with the current configuration in its place.
+func (h *Host) replaceStale(in *instance) {
+	in.close()
+	h.inflight.Add(1)
+	go h.replace()
+}
+
 // release returns an instance to the pool, or closes it and starts a
-// replacement when reason >= 0.
+// replacement when reason >= 0 or the configuration changed meanwhile.
 func (h *Host) release(in *instance, reason int) {
+	if reason < 0 && h.stale(in) {
+		in.close()
+		go h.replace() // takes over in's inflight count
+		return
+	}
 	if reason < 0 {
 		in.accountMemory()
 		h.idle <- in

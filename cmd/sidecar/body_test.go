@@ -152,6 +152,7 @@ func TestAccessLogWithoutBody(t *testing.T) {
 	var buf bytes.Buffer
 	s := &server{cfg: &config{MaxBodyBytes: 100}, log: slog.New(slog.NewJSONHandler(&buf, nil)), outcomes: map[outcome]prometheus.Counter{}}
 	s.outcomes[outcomeBadRequest] = prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	s.policy.Store(&policy{maxBody: 100})
 	r := httptest.NewRequest("POST", "/v1/chat/completions?secret=1", iotest.ErrReader(errors.New("boom")))
 	r.Header.Set("Authorization", "Bearer sk-secret")
 	s.ServeHTTP(httptest.NewRecorder(), r)

@@ -58,6 +58,12 @@ type config struct {
 	LogLevel       slog.Level
 	TLS            *tlsFiles     // nil: plain text on -listen (tls.go)
 	Trust          trustDecision // how trust_kv_hints was decided (trust.go)
+	// FilterFile is the file of -filter-config @FILE, watched and read
+	// again on SIGHUP (reload.go); "" for a configuration on the command
+	// line. policyFlags are the flags laid over it, read once.
+	FilterFile  string
+	filterDoc   []byte // the file's content as read at start-up
+	policyFlags policyFlags
 }
 
 func main() {
@@ -116,7 +122,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	showVersion := fs.Bool("version", false, "print the version, the source revision and the Go version, and exit")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\n"+
+			"Only the content of a -filter-config @FILE changes at run time: the file is watched (a change applies within 2s)\n"+
+			"and read again on SIGHUP. Every flag, addresses and pool size included, is fixed at start-up.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -195,28 +203,23 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 
 	// The plugin configuration: -filter-config, read as the guest reads
-	// it (duplicate or unknown members are errors), with trust decided
-	// (decideTrust: -trust-kv-hints, the document, TRTLLM_TRUST_KV_HINTS=1)
-	// and -max-body-bytes laid over it.
+	// it, with trust decided and -max-body-bytes laid over it (policyFrom).
+	// A file is read again when it changes (reload.go); the flags stay.
+	cfg.policyFlags = policyFlags{trustSet: set["trust-kv-hints"], trust: *trust, env: getenv("TRTLLM_TRUST_KV_HINTS"),
+		maxBodySet: set["max-body-bytes"], maxBody: cfg.MaxBodyBytes}
 	doc, name := []byte(*filterConfig), "-filter-config"
 	if file, ok := strings.CutPrefix(*filterConfig, "@"); ok {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("-filter-config: %v", err)
 		}
-		doc, name = b, "-filter-config "+*filterConfig
+		doc, name, cfg.FilterFile, cfg.filterDoc = b, "-filter-config "+*filterConfig, file, b
 	}
-	fc, err := filter.ParseConfig(doc)
+	p, err := policyFrom(doc, name, cfg.policyFlags)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
-	}
-	if cfg.Trust, err = decideTrust(&fc, doc, set["trust-kv-hints"], *trust, getenv("TRTLLM_TRUST_KV_HINTS")); err != nil {
 		return nil, err
 	}
-	if set["max-body-bytes"] {
-		fc.MaxBodyBytes = int(cfg.MaxBodyBytes)
-	}
-	cfg.Filter, cfg.MaxBodyBytes, cfg.PluginConfig = fc, int64(fc.MaxBodyBytes), fc.JSON()
+	cfg.Filter, cfg.Trust, cfg.MaxBodyBytes, cfg.PluginConfig = p.filter, p.trust, p.maxBody, p.json
 	return cfg, nil
 }
 
@@ -297,6 +300,26 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 	}
 	api := s.apiServer(cfg)
 	admin := &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	// SIGHUP reads -filter-config again instead of ending the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	if cfg.FilterFile != "" {
+		go s.watchConfig(wctx, cfg.filterDoc, hup)
+	} else {
+		go func() {
+			for {
+				select {
+				case <-wctx.Done():
+					return
+				case <-hup:
+					log.Warn("SIGHUP: -filter-config is not a file (@FILE); nothing to reload")
+				}
+			}
+		}()
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- api.Serve(apiLn) }()
 	go func() { errc <- admin.Serve(adminLn) }()

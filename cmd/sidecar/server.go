@@ -43,6 +43,11 @@ type server struct {
 	// size (instanceMemory).
 	memPages    uint32
 	retireBytes uint64
+	// policy is the filter configuration in force (reload.go), and
+	// startMaxBody the body limit instance memory was sized for.
+	policy       atomic.Pointer[policy]
+	startMaxBody int64
+	reloads      reloadMetrics
 }
 
 // localAddrKey carries the connection's local address, formatted once per
@@ -83,6 +88,9 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	s.memPages, s.retireBytes = instanceMemory(cfg.MaxBodyBytes)
+	s.startMaxBody = cfg.MaxBodyBytes
+	s.policy.Store(&policy{filter: cfg.Filter, trust: cfg.Trust, maxBody: cfg.MaxBodyBytes, json: cfg.PluginConfig})
+	s.reloads = newReloadMetrics(s.reg)
 	s.host, err = host.New(ctx, cfg.Module, host.Options{
 		PoolSize:         cfg.PoolSize,
 		MemoryLimitPages: s.memPages,
@@ -251,7 +259,7 @@ func (s *server) serve(w *statusWriter, r *http.Request) outcome {
 	// filter (cut at limit+1 bytes) for the same reason. An over-long body is
 	// never forwarded, and the connection is closed after the 413 rather
 	// than drained of a body nobody wants.
-	limit := s.cfg.MaxBodyBytes
+	limit := s.policy.Load().maxBody
 	_, tooLargeMsg := httperr.BodyTooLarge(r.ContentLength, int(limit))
 	withheld := tooLargeMsg != ""
 	buf, err := &bodyBuf{}, error(nil)

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// configMapDir lays out a directory the way Kubernetes mounts a ConfigMap:
+// filter.json -> ..data/filter.json, ..data -> a timestamped directory.
+// update writes a new version and swaps ..data to it atomically, as the
+// kubelet does; filter.json itself is never written.
+type configMapDir struct {
+	dir string
+	n   int
+}
+
+func newConfigMapDir(t *testing.T, content string) *configMapDir {
+	c := &configMapDir{dir: t.TempDir()}
+	c.update(t, content)
+	if err := os.Symlink(filepath.Join("..data", "filter.json"), filepath.Join(c.dir, "filter.json")); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *configMapDir) file() string { return filepath.Join(c.dir, "filter.json") }
+
+func (c *configMapDir) update(t *testing.T, content string) {
+	t.Helper()
+	c.n++
+	v := fmt.Sprintf("..2026_12_02_00_00_%02d.%d", c.n, c.n)
+	if err := os.Mkdir(filepath.Join(c.dir, v), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, v, "filter.json"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(c.dir, "..data_tmp")
+	if err := os.Symlink(v, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncLog is a log destination tests read while the sidecar writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// A -filter-config file mounted from a ConfigMap is applied when the
+// kubelet swaps it, on a kept-alive connection and without a restart; a
+// file that does not parse, and a body limit past the instance memory, are
+// kept out with one error each and counted; SIGHUP reads the file again at
+// once instead of ending the process; counters carry on across reloads.
+func TestReloadConfigMapSwap(t *testing.T) {
+	cm := newConfigMapDir(t, `{"trust_kv_hints": false}`)
+	logs := &syncLog{}
+	cfg, err := parseFlags([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t), "-upstream", "echo",
+		"-filter-config", "@" + cm.file(), "-log-flush", "0"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan listeners, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)), started) }()
+	var l listeners
+	select {
+	case l = <-started:
+	case err := <-done:
+		t.Fatalf("sidecar did not start: %v", err)
+	}
+	defer func() { cancel(); <-done }()
+
+	client := &http.Client{Transport: &http.Transport{}}
+	stripped := 0 // answers without the hint, each one count of untrusted
+	const hinted = `{"kv_hints":{"protocol_version":"0.1","message_id":"m","actions":[]},"model":"m"}`
+	// ask sends the hinted body on the kept-alive connection and returns
+	// whether the hint reached the echo worker, and whether the
+	// connection was reused.
+	ask := func() (admitted, reused bool) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+l.API+"/v1/chat/completions", strings.NewReader(hinted))
+		req.Header.Set("Content-Type", "application/json")
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		admitted = strings.Contains(string(b), "kv_hints")
+		if !admitted {
+			stripped++
+		}
+		return admitted, reused
+	}
+	// waitFor asks until the answer is want, for at most d.
+	waitFor := func(want bool, d time.Duration) (took time.Duration, reused bool) {
+		t.Helper()
+		start := time.Now()
+		for {
+			got, r := ask()
+			if got == want {
+				return time.Since(start), r
+			}
+			if time.Since(start) > d {
+				t.Fatalf("hint admitted = %v after %v, want %v", got, time.Since(start), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	metric := func(name string) float64 { return scrape(t, l.Admin)[name] }
+	const (
+		success = `kvgate_config_reloads_total{result="success"}`
+		failure = `kvgate_config_reloads_total{result="failure"}`
+		lastOK  = `kvgate_config_last_reload_successful`
+		ignored = `trtllm_kv_hints_ignored_total{reason="untrusted"}`
+		notRel  = "filter configuration not reloaded"
+	)
+	if a, _ := ask(); a {
+		t.Fatal("hint admitted under trust_kv_hints: false")
+	}
+	if metric(lastOK) != 1 || metric(success) != 0 {
+		t.Fatalf("before any reload: last successful %v, successes %v", metric(lastOK), metric(success))
+	}
+
+	// The kubelet's swap: applied within 2 s, on the same connection.
+	cm.update(t, `{"trust_kv_hints": true}`)
+	took, reused := waitFor(true, 3*time.Second)
+	if took > 2*time.Second+500*time.Millisecond || !reused {
+		t.Errorf("the new configuration applied after %v (reused connection: %v), want within 2 s on the kept-alive connection", took, reused)
+	}
+	if metric(success) != 1 || metric(lastOK) != 1 || metric(ignored) != float64(stripped) {
+		t.Errorf("after the reload: successes %v, last successful %v, untrusted count %v (want 1, 1, %d: no series reset)", metric(success), metric(lastOK), metric(ignored), stripped)
+	}
+
+	// A file that does not parse is kept out, once.
+	cm.update(t, `{"trust_kv_hints": tru`)
+	time.Sleep(2500 * time.Millisecond)
+	if a, _ := ask(); !a {
+		t.Error("a bad file replaced the running configuration")
+	}
+	if metric(failure) != 1 || metric(lastOK) != 0 || logs.count(notRel) != 1 {
+		t.Errorf("a bad file: failures %v, last successful %v, %d error lines; want 1, 0, 1", metric(failure), metric(lastOK), logs.count(notRel))
+	}
+
+	// A body limit past what instance memory was sized for needs a restart.
+	cm.update(t, `{"trust_kv_hints": true, "max_body_bytes": 200000000}`)
+	time.Sleep(2500 * time.Millisecond)
+	if metric(failure) != 2 || logs.count("restart the sidecar") != 1 {
+		t.Errorf("a body limit past the instance memory: failures %v, %d lines naming a restart", metric(failure), logs.count("restart the sidecar"))
+	}
+
+	// SIGHUP reads the file at once (the poll would within a second), and
+	// the process goes on.
+	cm.update(t, `{"trust_kv_hints": false}`)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	took, _ = waitFor(false, 3*time.Second)
+	if metric(success) != 2 || metric(lastOK) != 1 {
+		t.Errorf("after SIGHUP: successes %v, last successful %v", metric(success), metric(lastOK))
+	}
+	t.Logf("SIGHUP applied after %v", took)
+	select {
+	case err := <-done:
+		t.Fatalf("the sidecar stopped: %v", err)
+	default:
+	}
+}
+
+// A streamed answer in flight when the configuration changes finishes
+// whole: the request keeps the instance and configuration it started with.
+func TestReloadDuringStream(t *testing.T) {
+	release := make(chan struct{})
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 3; i++ {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			if i == 0 {
+				<-release
+			}
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer worker.Close()
+	cm := newConfigMapDir(t, `{"trust_kv_hints": false}`)
+	l, _, _ := startInProcess(t, "-upstream", worker.URL, "-filter-config", "@"+cm.file())
+	resp, err := http.Post("http://"+l.API+"/v1/chat/completions", "application/json", strings.NewReader(`{"stream":true,"kv_hints":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "data: 0\n" {
+		t.Fatalf("first event %q %v", line, err)
+	}
+	cm.update(t, `{"trust_kv_hints": true}`)
+	deadline := time.Now().Add(3 * time.Second)
+	for scrape(t, l.Admin)[`kvgate_config_reloads_total{result="success"}`] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the configuration was not reloaded")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(release)
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.HasSuffix(string(rest), "data: 2\n\ndata: [DONE]\n\n") {
+		t.Fatalf("the stream across the reload ended with %q, %v", rest, err)
+	}
+}
