@@ -38,6 +38,7 @@ func wantStatsTags() []any {
 		Doc{"tag_name": "status", "regex": metricname.Regex(filter.MetricRejected, "status")},
 		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricUninspected, "protocol")},
 		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricRefused, "protocol")},
+		Doc{"tag_name": "reason", "regex": metricname.Regex(filter.MetricDetected, "reason")},
 	}
 }
 

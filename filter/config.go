@@ -24,7 +24,7 @@ const (
 // Config is the plugin configuration (docs/spec.md, Plugin configuration):
 //
 //	{"trust_kv_hints": false, "max_depth": 128, "max_body_bytes": 4194304,
-//	 "exclude_paths": ["/healthz", "/static/*"], "grpc": "pass",
+//	 "exclude_paths": ["/healthz", "/static/*"], "grpc": "pass", "mode": "enforce",
 //	 "trusted_senders": [{"principal": "spiffe://cluster.local/ns/llm/sa/router"}]}
 //
 // Every member is optional; an empty configuration means the defaults.
@@ -52,6 +52,28 @@ type Config struct {
 	// default) lets them through uninspected when their bytes cannot be
 	// JSON, GRPCRefuse answers them with grpc-status PERMISSION_DENIED.
 	GRPC GRPCMode
+	// Mode is ModeEnforce (the default), or ModeDetect: every hint is
+	// decided and reported, but forwarded as received, and what enforcing
+	// would have done is counted in kvgate_kv_hints_detected_total
+	// (docs/spec.md, Detection-only mode).
+	Mode Mode
+}
+
+// Mode is the "mode" member of the configuration.
+type Mode uint8
+
+// The values of "mode".
+const (
+	ModeEnforce Mode = iota // "enforce"
+	ModeDetect              // "detect"
+)
+
+// String is the mode as the configuration spells it.
+func (m Mode) String() string {
+	if m == ModeDetect {
+		return "detect"
+	}
+	return "enforce"
 }
 
 // GRPCMode is the "grpc" member of the configuration.
@@ -99,6 +121,8 @@ func (c *Config) JSON() []byte {
 	b = strconv.AppendInt(b, int64(c.MaxBodyBytes), 10)
 	b = append(b, `,"grpc":`...)
 	b = appendJSONString(b, c.GRPC.String())
+	b = append(b, `,"mode":`...)
+	b = appendJSONString(b, c.Mode.String())
 	if len(c.ExcludePaths) > 0 {
 		b = append(b, `,"exclude_paths":[`...)
 		for i, p := range c.ExcludePaths {
@@ -187,7 +211,7 @@ func ParseConfig(doc []byte) (Config, error) {
 	if !r.eat('{') {
 		return cfg, r.err("expected a JSON object")
 	}
-	var seen [6]bool
+	var seen [7]bool
 	r.ws()
 	if !r.eat('}') {
 		for {
@@ -244,9 +268,24 @@ func ParseConfig(doc []byte) (Config, error) {
 				default:
 					return cfg, &ConfigError{vat, "grpc: expected \"pass\" or \"refuse\""}
 				}
+			case "mode":
+				field = 6
+				vat := r.i
+				mode, err := r.str()
+				if err != nil {
+					return cfg, err
+				}
+				switch mode {
+				case "enforce":
+					cfg.Mode = ModeEnforce
+				case "detect":
+					cfg.Mode = ModeDetect
+				default:
+					return cfg, &ConfigError{vat, "mode: expected \"enforce\" or \"detect\""}
+				}
 			default:
 				return cfg, &ConfigError{at, "unknown member " + strconv.Quote(name) +
-					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders"}
+					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders, mode"}
 			}
 			if seen[field] {
 				return cfg, &ConfigError{at, "duplicate member " + strconv.Quote(name)}

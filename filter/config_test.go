@@ -54,6 +54,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"grpc":"deny"}`, `grpc: expected "pass" or "refuse"`},
 		{`{"grpc":true}`, "expected a string"},
 		{`{"grpc":"pass","grpc":"refuse"}`, "duplicate member"},
+		{`{"mode":"observe"}`, `mode: expected "enforce" or "detect"`},
+		{`{"mode":true}`, `expected`},
+		{`{"mode":"detect","mode":"detect"}`, "duplicate member"},
 		{`{"Trust_KV_Hints":true}`, `unknown member`},
 		{`{"max_depth":0}`, "out of range"},
 		{`{"max_depth":-1}`, "out of range"},
@@ -212,12 +215,13 @@ func checkJSONRoundTrip(t *testing.T, cfg Config) {
 
 func TestConfigJSON(t *testing.T) {
 	cfg := DefaultConfig()
-	if got := string(cfg.JSON()); got != `{"trust_kv_hints":false,"max_depth":128,"max_body_bytes":4194304,"grpc":"pass"}` {
+	if got := string(cfg.JSON()); got != `{"trust_kv_hints":false,"max_depth":128,"max_body_bytes":4194304,"grpc":"pass","mode":"enforce"}` {
 		t.Errorf("defaults: %s", got)
 	}
 	for _, doc := range []string{``, `{}`, `{"exclude_paths":[]}`,
 		`{"trust_kv_hints":true,"max_depth":1,"max_body_bytes":268435456,"exclude_paths":["/a\"b","/c/*","/~!$&'()+,;=:@"]}`,
-		`{"grpc":"refuse","trusted_senders":[{"principal":"spiffe://td/ns/llm/sa/*","source_cidr":"10.8.0.0/16"},{"dns_name":"r.svc"}]}`} {
+		`{"grpc":"refuse","trusted_senders":[{"principal":"spiffe://td/ns/llm/sa/*","source_cidr":"10.8.0.0/16"},{"dns_name":"r.svc"}]}`,
+		`{"mode":"detect"}`, `{"mode":"enforce","trust_kv_hints":true}`} {
 		cfg, err := ParseConfig([]byte(doc))
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)

@@ -20,6 +20,9 @@ func MetricHelp(family string) string {
 	case MetricUninspected:
 		return "Requests passed to the worker without inspection, by protocol: grpc (a gRPC-labelled " +
 			"body whose first bytes cannot be JSON the worker would read; docs/spec.md)."
+	case MetricDetected:
+		return "In detect mode, requests whose kv_hints member enforcing would have removed, by the same reasons " +
+			"as trtllm_kv_hints_ignored_total; the hint was forwarded as received."
 	case MetricRefused:
 		return "Requests refused for their protocol, by protocol: grpc (under \"grpc\": \"refuse\", " +
 			"answered with grpc-status 7)."

@@ -21,6 +21,9 @@ const (
 	// MetricUninspected counts requests passed without inspection, label
 	// protocol (grpc.go).
 	MetricUninspected = "kvgate_requests_uninspected_total"
+	// MetricDetected counts, in detect mode, the hints enforcing would have
+	// ignored, label reason (kvhints.Reasons); they were forwarded.
+	MetricDetected = "kvgate_kv_hints_detected_total"
 	// MetricRefused counts requests refused for their protocol, label
 	// protocol (grpc.go, "grpc": "refuse").
 	MetricRefused = "kvgate_requests_refused_total"
@@ -30,8 +33,8 @@ const (
 var RejectStatuses = [...]int{400, 413, 415}
 
 // MetricNames returns every series name the filter defines, in definition
-// order: the four ignored reasons, admitted, the rejected statuses, then
-// gRPC requests uninspected and refused.
+// order: the four ignored reasons, admitted, the rejected statuses, gRPC
+// requests uninspected and refused, then the four detected reasons.
 func MetricNames() []string {
 	var names []string
 	for _, r := range kvhints.Reasons {
@@ -42,7 +45,11 @@ func MetricNames() []string {
 		names = append(names, metricname.Encode(MetricRejected, metricname.Label{Name: "status", Value: strconv.Itoa(s)}))
 	}
 	grpc := metricname.Label{Name: "protocol", Value: "grpc"}
-	return append(names, metricname.Encode(MetricUninspected, grpc), metricname.Encode(MetricRefused, grpc))
+	names = append(names, metricname.Encode(MetricUninspected, grpc), metricname.Encode(MetricRefused, grpc))
+	for _, r := range kvhints.Reasons {
+		names = append(names, metricname.Encode(MetricDetected, metricname.Label{Name: "reason", Value: r.String()}))
+	}
+	return names
 }
 
 // Local replies.
@@ -70,6 +77,7 @@ type counters struct {
 	rejected [len(RejectStatuses)]uint32
 	// gRPC requests passed uninspected and refused
 	grpcUninspected, grpcRefused uint32
+	detected                     [len(kvhints.Reasons) + 1]uint32 // by kvhints.Reason
 }
 
 // root is one plugin (root context) and its configuration.
@@ -201,12 +209,18 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 			return false
 		}
 	}
+	// In MetricNames' order.
+	n := len(kvhints.Reasons)
 	for i, reason := range kvhints.Reasons {
 		r.ids.ignored[reason] = ids[i]
 	}
-	r.ids.admitted = ids[len(kvhints.Reasons)]
-	copy(r.ids.rejected[:], ids[len(kvhints.Reasons)+1:])
-	r.ids.grpcUninspected, r.ids.grpcRefused = ids[len(ids)-2], ids[len(ids)-1]
+	r.ids.admitted = ids[n]
+	copy(r.ids.rejected[:], ids[n+1:])
+	g := n + 1 + len(RejectStatuses)
+	r.ids.grpcUninspected, r.ids.grpcRefused = ids[g], ids[g+1]
+	for i, reason := range kvhints.Reasons {
+		r.ids.detected[reason] = ids[g+2+i]
+	}
 	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
 	if rs, ok := p.host.(Reserver); ok {
 		rs.Reserve(copyBlock(cfg.MaxBodyBytes))
@@ -215,7 +229,11 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	p.rw.Reserve(p.reserved)
 	p.host.Log(proxywasm.LogInfo, "kvgate: configured: version="+Version+" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
-		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String()+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
+		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String()+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len())+
+		" mode="+cfg.Mode.String())
+	if cfg.Mode == ModeDetect {
+		p.host.Log(proxywasm.LogWarn, "kvgate: mode=detect: hints are decided and reported (kvgate_kv_hints_detected_total, the access log's hint=detected) but forwarded as received; nothing is enforced")
+	}
 	return true
 }
 
@@ -440,7 +458,10 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 	if res.Outcome == kvhints.OutcomeRejected {
 		return p.reject(s, r, res.Status, res.Message)
 	}
-	if !sameBytes(out, body) {
+	// In detect mode the decision is made and reported, not applied: the
+	// body goes on as received.
+	detect := r.cfg.Mode == ModeDetect
+	if !detect && !sameBytes(out, body) {
 		if err := p.host.ReplaceRequestBody(size, out); err != nil {
 			return p.fail(id, s, "cannot replace request body: "+err.Error())
 		}
@@ -451,11 +472,15 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 		p.count(ids.admitted)
 	case kvhints.OutcomeStripped, kvhints.OutcomeDiscarded:
 		if int(res.Reason) < len(ids.ignored) && res.Reason != kvhints.ReasonNone {
-			p.count(ids.ignored[res.Reason])
+			if detect {
+				p.count(ids.detected[res.Reason])
+			} else {
+				p.count(ids.ignored[res.Reason])
+			}
 		}
 	}
 	if len(body) > 0 { // an empty body is no body, which hosts do not show
-		p.report(res, body, policy, rule)
+		p.report(res, body, policy, rule, detect)
 	}
 	s.state = stDone
 	return proxywasm.ActionContinue

@@ -31,6 +31,8 @@ func TestConfigureDefinesAllSeries(t *testing.T) {
 		MetricAdmitted,
 		metric(MetricRejected, "status", "400"), metric(MetricRejected, "status", "413"), metric(MetricRejected, "status", "415"),
 		metric(MetricUninspected, "protocol", "grpc"), metric(MetricRefused, "protocol", "grpc"),
+		metric(MetricDetected, "reason", "untrusted"), metric(MetricDetected, "reason", "unknown_version"),
+		metric(MetricDetected, "reason", "oversized"), metric(MetricDetected, "reason", "malformed"),
 	}
 	if strings.Join(h.names, " ") != strings.Join(want, " ") {
 		t.Fatalf("defined %q\nwant    %q", h.names, want)

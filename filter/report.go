@@ -53,6 +53,10 @@ const (
 	// HintDiscarded is the prefix of a trusted sender's discarded hint,
 	// followed by the reason: "discarded:malformed".
 	HintDiscarded = "discarded:"
+	// HintDetected: in detect mode, a hint that enforcing would have
+	// stripped or discarded (PropertyHintReason says why), forwarded as
+	// received.
+	HintDetected = "detected"
 )
 
 // hintValue is PropertyHint's value for a rewrite's result; constants
@@ -82,8 +86,12 @@ func hintValue(res kvhints.Result) string {
 // envelope is explained (kvhints.Explain, a slow path that rewrites body
 // again with the plugin's Rewriter, so it comes after the rewritten body
 // has been handed to the host) in a property and in a debug log line.
-func (p *Plugin) report(res kvhints.Result, body []byte, policy kvhints.Policy, rule int) {
-	p.setProperty(PropertyHint, hintValue(res))
+func (p *Plugin) report(res kvhints.Result, body []byte, policy kvhints.Policy, rule int, detect bool) {
+	hint := hintValue(res)
+	if detect && (res.Outcome == kvhints.OutcomeStripped || res.Outcome == kvhints.OutcomeDiscarded) {
+		hint = HintDetected
+	}
+	p.setProperty(PropertyHint, hint)
 	p.setProperty(PropertySenderTrusted, strconv.FormatBool(policy.Trusted))
 	if rule >= 0 {
 		p.setProperty(PropertySenderRule, strconv.Itoa(rule))

@@ -80,7 +80,7 @@ func TestVectors(t *testing.T) {
 	for _, m := range []mode{modeLength, modeChunked, modeTrailers} {
 		modes[m.String()] = m
 	}
-	vectors.Run(t, r, vectors.Variants(func(v string) { r.m = modes[v] },
+	vectors.Run(t, r, vectors.BothModes(), vectors.Variants(func(v string) { r.m = modes[v] },
 		modeLength.String(), modeChunked.String(), modeTrailers.String()))
 }
 

@@ -170,7 +170,7 @@ func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 func TestVectors(t *testing.T) {
 	// A sender's properties come from a TLS state and a remote address, as
 	// the sidecar hands them over.
-	vectors.Run(t, &hostRunner{}, vectors.SkipNotFromTLS()...)
+	vectors.Run(t, &hostRunner{}, append(vectors.SkipNotFromTLS(), vectors.BothModes())...)
 }
 
 // TestVectorsReplaced runs every conformance case but each configuration's

@@ -247,7 +247,7 @@ func TestVectorsThroughBinary(t *testing.T) {
 	// one JSON line per vector, for the Python oracle.
 	var lines bytes.Buffer
 	vectors.Run(t, &binaryRunner{worker: worker.URL, rec: rec, client: &http.Client{Timeout: 30 * time.Second}},
-		append([]vectors.Option{vectors.Oracle(&lines)}, binarySenderSkips...)...)
+		append([]vectors.Option{vectors.Oracle(&lines), vectors.BothModes()}, binarySenderSkips...)...)
 
 	// The Python oracle reads every forwarded body with json.loads, as the
 	// worker does.

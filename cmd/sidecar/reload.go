@@ -95,7 +95,9 @@ func (s *server) reload(ctx context.Context, doc []byte, trigger string) error {
 	s.reloads.lastOK.Set(1)
 	p := s.policy.Load()
 	s.log.Info("filter configuration reloaded", "trigger", trigger, "file", s.cfg.FilterFile, "max_body_bytes", p.maxBody,
-		"trust_kv_hints", p.filter.TrustKVHints, "trust_source", p.trust.source, "trusted_senders", p.filter.TrustedSenders.Len())
+		"trust_kv_hints", p.filter.TrustKVHints, "trust_source", p.trust.source, "trusted_senders", p.filter.TrustedSenders.Len(),
+		"mode", p.filter.Mode.String())
+	warnDetect(s.log, p.filter)
 	return nil
 }
 

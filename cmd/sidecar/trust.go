@@ -90,7 +90,16 @@ func hasMember(doc []byte, name string) bool {
 func logTrust(log *slog.Logger, cfg *config) {
 	log.Info("hint trust", "trust_kv_hints", cfg.Filter.TrustKVHints, "trust_source", cfg.Trust.source,
 		"trusted_senders", cfg.Filter.TrustedSenders.Len())
+	warnDetect(log, cfg.Filter)
 	if cfg.Trust.ignored != "" {
 		log.Warn("TRTLLM_TRUST_KV_HINTS ignored: "+cfg.Trust.ignored, "value", cfg.Trust.env)
+	}
+}
+
+// warnDetect says, at start-up and at each reload, that the filter
+// enforces nothing: mode detect forwards every hint as received.
+func warnDetect(log *slog.Logger, fc filter.Config) {
+	if fc.Mode == filter.ModeDetect {
+		log.Warn("mode detect: hints are decided, counted (kvgate_kv_hints_detected_total) and logged (hint=detected) but forwarded as received; nothing is enforced. Use it only in front of workers that still strip hints themselves")
 	}
 }

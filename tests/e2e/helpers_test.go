@@ -268,7 +268,7 @@ var labelRe = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 // parseSeries reads the filter's families from a Prometheus text page.
 func parseSeries(page string) series {
 	fams := map[string]bool{filter.MetricIgnored: true, filter.MetricAdmitted: true, filter.MetricRejected: true,
-		filter.MetricUninspected: true, filter.MetricRefused: true}
+		filter.MetricUninspected: true, filter.MetricRefused: true, filter.MetricDetected: true}
 	return parseFamilies(page, func(f string) bool { return fams[f] })
 }
 

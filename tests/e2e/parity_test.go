@@ -88,6 +88,10 @@ func expectedCounters(cases []vectors.Case) series {
 		}
 		s[`kvgate_requests_uninspected_total{protocol="grpc"}`] += float64(k.GRPCUninspected)
 		s[`kvgate_requests_refused_total{protocol="grpc"}`] += float64(k.GRPCRefused)
+		s[`kvgate_kv_hints_detected_total{reason="untrusted"}`] += float64(k.DetectedUntrusted)
+		s[`kvgate_kv_hints_detected_total{reason="unknown_version"}`] += float64(k.DetectedUnknownVersion)
+		s[`kvgate_kv_hints_detected_total{reason="oversized"}`] += float64(k.DetectedOversized)
+		s[`kvgate_kv_hints_detected_total{reason="malformed"}`] += float64(k.DetectedMalformed)
 	}
 	return s
 }
@@ -131,9 +135,13 @@ func TestParity(t *testing.T) {
 	var configs []string
 	seen := map[string]bool{}
 	for i := range cases {
-		if k := cases[i].FilterConfig(); !seen[k] {
-			seen[k] = true
-			configs = append(configs, k)
+		// Every vector runs in both modes (vectors.BothModes).
+		d := vectors.DetectCase(cases[i])
+		for _, k := range []string{cases[i].FilterConfig(), d.FilterConfig()} {
+			if !seen[k] {
+				seen[k] = true
+				configs = append(configs, k)
+			}
 		}
 	}
 	sort.Strings(configs)
@@ -221,7 +229,7 @@ func TestParity(t *testing.T) {
 		results[r.name] = got
 		var lines bytes.Buffer
 		t.Run(r.name, func(t *testing.T) {
-			vectors.Run(t, r, vectors.Variants(func(v string) { r.framing = v }, framings...),
+			vectors.Run(t, r, vectors.BothModes(), vectors.Variants(func(v string) { r.framing = v }, framings...),
 				vectors.Skip("a sender's properties need an mTLS connection per sender (TestTrustedSendersEnvoy)",
 					func(c *vectors.Case) bool { return c.Sender != nil }),
 				vectors.Oracle(&lines),
@@ -232,7 +240,11 @@ func TestParity(t *testing.T) {
 		}
 	}
 
-	// The same traffic: the same statuses and forwarded bytes in both hosts.
+	// The same traffic: the same statuses and forwarded bytes in both hosts,
+	// every vector in both modes.
+	for _, c := range cases[:len(cases):len(cases)] {
+		cases = append(cases, vectors.DetectCase(c))
+	}
 	if len(results["envoy"]) != len(cases)*len(framings) {
 		t.Errorf("envoy ran %d requests, want %d", len(results["envoy"]), len(cases)*len(framings))
 	}

@@ -22,6 +22,7 @@ const (
 	FamilyRejected    = "kvgate_bodies_rejected_total"      // label status
 	FamilyUninspected = "kvgate_requests_uninspected_total" // label protocol
 	FamilyRefused     = "kvgate_requests_refused_total"     // label protocol
+	FamilyDetected    = "kvgate_kv_hints_detected_total"    // label reason
 )
 
 // Series is one metric series: a family with at most one label.
@@ -61,10 +62,14 @@ var counterSeries = []struct {
 		{FamilyRejected, "status", "400"}, {FamilyRejected, "status", "413"}, {FamilyRejected, "status", "415"}}},
 	{func(c *Counters) *int { return &c.GRPCUninspected }, []Series{{FamilyUninspected, "protocol", "grpc"}}},
 	{func(c *Counters) *int { return &c.GRPCRefused }, []Series{{FamilyRefused, "protocol", "grpc"}}},
+	{func(c *Counters) *int { return &c.DetectedUntrusted }, []Series{{FamilyDetected, "reason", "untrusted"}}},
+	{func(c *Counters) *int { return &c.DetectedUnknownVersion }, []Series{{FamilyDetected, "reason", "unknown_version"}}},
+	{func(c *Counters) *int { return &c.DetectedOversized }, []Series{{FamilyDetected, "reason", "oversized"}}},
+	{func(c *Counters) *int { return &c.DetectedMalformed }, []Series{{FamilyDetected, "reason", "malformed"}}},
 }
 
 // CounterSeries returns every series Counters is read from: the filter's
-// ten series.
+// fourteen series.
 func CounterSeries() []Series {
 	var out []Series
 	for _, f := range counterSeries {
@@ -152,6 +157,11 @@ func (c Counters) Sub(o Counters) Counters {
 		RejectedBodies:  c.RejectedBodies - o.RejectedBodies,
 		GRPCUninspected: c.GRPCUninspected - o.GRPCUninspected,
 		GRPCRefused:     c.GRPCRefused - o.GRPCRefused,
+
+		DetectedUntrusted:      c.DetectedUntrusted - o.DetectedUntrusted,
+		DetectedUnknownVersion: c.DetectedUnknownVersion - o.DetectedUnknownVersion,
+		DetectedOversized:      c.DetectedOversized - o.DetectedOversized,
+		DetectedMalformed:      c.DetectedMalformed - o.DetectedMalformed,
 	}
 }
 

@@ -159,10 +159,15 @@ kvgate_bodies_rejected_total{status="415"} 4
 kvgate_bodies_rejected_total{status="415",x="y"} 100
 kvgate_requests_uninspected_total{protocol="grpc"} 8
 kvgate_requests_refused_total{protocol="grpc"} 9
+kvgate_kv_hints_detected_total{reason="untrusted"} 10
+kvgate_kv_hints_detected_total{reason="unknown_version"} 0
+kvgate_kv_hints_detected_total{reason="oversized"} 11
+kvgate_kv_hints_detected_total{reason="malformed"} 12
 kvgate_other 7
 `
 	got, err := PrometheusCounters(page)
-	want := Counters{Untrusted: 3, Oversized: 1, Malformed: 2, Admitted: 5, RejectedBodies: 7, GRPCUninspected: 8, GRPCRefused: 9}
+	want := Counters{Untrusted: 3, Oversized: 1, Malformed: 2, Admitted: 5, RejectedBodies: 7, GRPCUninspected: 8, GRPCRefused: 9,
+		DetectedUntrusted: 10, DetectedOversized: 11, DetectedMalformed: 12}
 	if err != nil || got != want {
 		t.Errorf("got %v %v, want %v", got, err, want)
 	}

@@ -31,7 +31,10 @@ type Case struct {
 	MaxBodyBytes int
 	// GRPC is the configuration's "grpc" member, "" for the default
 	// ("pass").
-	GRPC    string
+	GRPC string
+	// Detect: the case runs in detect mode ("mode": "detect"); see
+	// DetectCase and the BothModes option.
+	Detect  bool
 	Request Request
 	Expect  Expect
 }
@@ -128,6 +131,13 @@ type Counters struct {
 	// (absent means 0).
 	GRPCUninspected int `json:"grpc_uninspected"`
 	GRPCRefused     int `json:"grpc_refused"`
+	// The detect-mode counters (kvgate_kv_hints_detected_total), never in
+	// the files: the kit derives a detect case's from its enforce case's
+	// (DetectCase).
+	DetectedUntrusted      int `json:"detected_untrusted,omitempty"`
+	DetectedUnknownVersion int `json:"detected_unknown_version,omitempty"`
+	DetectedOversized      int `json:"detected_oversized,omitempty"`
+	DetectedMalformed      int `json:"detected_malformed,omitempty"`
 }
 
 type fileJSON struct {
@@ -284,5 +294,32 @@ func (c *Case) FilterConfig() string {
 	if c.GRPC != "" {
 		doc += `,"grpc":` + strconv.Quote(c.GRPC)
 	}
+	if c.Detect {
+		doc += `,"mode":"detect"`
+	}
 	return doc + "}"
+}
+
+// DetectCase returns c as it must go in detect mode (docs/spec.md,
+// Detection-only mode): the configuration says "mode": "detect", a
+// forwarded body is forwarded exactly as received, and what enforcing
+// counts as ignored is counted as detected instead; refusals (400, 413,
+// 415) and everything else stay. Its name starts with "detect/".
+func DetectCase(c Case) Case {
+	d := c
+	d.Name, d.Detect = "detect/"+c.Name, true
+	e := &d.Expect
+	if e.Action == "forward" {
+		e.ForwardedBody, e.Unchanged = bytes.Clone(c.Request.Body), true
+	}
+	if e.Outcome == "stripped" || e.Outcome == "discarded" {
+		e.Outcome = "detected"
+	}
+	e.CanonicalHint = ""
+	k := &e.Counters
+	k.DetectedUntrusted, k.Untrusted = k.Untrusted, 0
+	k.DetectedUnknownVersion, k.UnknownVersion = k.UnknownVersion, 0
+	k.DetectedOversized, k.Oversized = k.Oversized, 0
+	k.DetectedMalformed, k.Malformed = k.Malformed, 0
+	return d
 }
