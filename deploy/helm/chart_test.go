@@ -92,6 +92,8 @@ type objects struct {
 	wasmPlugin  *extensions.WasmPlugin
 	envoyFilter *networking.EnvoyFilter
 	peerAuth    *security.PeerAuthentication
+	authzPolicy *security.AuthorizationPolicy
+	rule        *prometheusRule
 	istioMeta   map[string]metav1.ObjectMeta
 }
 
@@ -108,6 +110,17 @@ type serviceMonitor struct {
 			Path     string `json:"path"`
 			Interval string `json:"interval"`
 		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// prometheusRule is monitoring.coreos.com/v1 PrometheusRule; its groups
+// are the Prometheus rule file format, checked against the rules file.
+type prometheusRule struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Groups json.RawMessage `json:"groups"`
 	} `json:"spec"`
 }
 
@@ -195,7 +208,12 @@ func decode(t *testing.T, files map[string]string) *objects {
 				o.monitor = &serviceMonitor{}
 				must(strict(j, o.monitor))
 				meta = o.monitor.Metadata
-			case "extensions.istio.io/v1alpha1 WasmPlugin", "networking.istio.io/v1alpha3 EnvoyFilter", "security.istio.io/v1 PeerAuthentication":
+			case "monitoring.coreos.com/v1 PrometheusRule":
+				o.rule = &prometheusRule{}
+				must(strict(j, o.rule))
+				meta = o.rule.Metadata
+			case "extensions.istio.io/v1alpha1 WasmPlugin", "networking.istio.io/v1alpha3 EnvoyFilter", "security.istio.io/v1 PeerAuthentication",
+				"security.istio.io/v1 AuthorizationPolicy":
 				var io istioObject
 				must(strict(j, &io))
 				var m proto.Message
@@ -209,6 +227,9 @@ func decode(t *testing.T, files map[string]string) *objects {
 				case "PeerAuthentication":
 					o.peerAuth = &security.PeerAuthentication{}
 					m = o.peerAuth
+				case "AuthorizationPolicy":
+					o.authzPolicy = &security.AuthorizationPolicy{}
+					m = o.authzPolicy
 				}
 				must(protojson.UnmarshalOptions{}.Unmarshal(io.Spec, m))
 				o.istioMeta[head.Kind], meta = io.Metadata, io.Metadata
@@ -294,12 +315,22 @@ func TestCIValues(t *testing.T) {
 	}
 }
 
-// TestDefaultValuesNeedAWorker: the chart's defaults alone are the sidecar
-// mode without a worker image, which the schema refuses.
-func TestDefaultValuesNeedAWorker(t *testing.T) {
-	_, _, err := render(loadChart(t), nil)
-	if err == nil || !strings.Contains(err.Error(), "image") {
-		t.Fatalf("rendered with no worker image: %v", err)
+// TestDefaultValues: the chart's defaults alone render (helm lint and
+// helm template with no values work): the sidecar mode without a worker
+// image is kvgate alone with its built-in echo worker, and NOTES.txt says
+// it is a demonstration.
+func TestDefaultValues(t *testing.T) {
+	files, vals, err := render(loadChart(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := decode(t, files)
+	checkPod(t, o, vals)
+	if a := args(t, *container(t, o.deployment.Spec.Template.Spec, "kvgate")); a["-upstream"] != "echo" {
+		t.Errorf("-upstream %q, want echo", a["-upstream"])
+	}
+	if notes := files["kvgate/templates/NOTES.txt"]; !strings.Contains(notes, "worker.image is not set") {
+		t.Errorf("NOTES.txt does not say the echo worker is a demonstration:\n%s", notes)
 	}
 }
 
@@ -347,6 +378,15 @@ func TestBadValues(t *testing.T) {
 		{"istio without selector", "istio", "workerSelector", func(v map[string]any) { delete(v["istio"].(map[string]any), "workerSelector") }},
 		{"unknown top-level key", "sidecar", "replicas", func(v map[string]any) { v["replicas"] = 2 }},
 		{"port out of range", "sidecar", "api", func(v map[string]any) { v["ports"] = map[string]any{"api": 70000, "admin": 9090} }},
+		{"api port is the admin port", "sidecar", "ports.admin 8080: the same port as ports.api", func(v map[string]any) { v["ports"] = map[string]any{"api": 8080, "admin": 8080} }},
+		{"worker on kvgate's port", "sidecar", "worker.port 9090: kvgate listens there", func(v map[string]any) { v["worker"].(map[string]any)["port"] = 9090 }},
+		{"source_cidr host bits", "standalone", `filter.trusted_senders[0].source_cidr "10.42.0.1/16": host bits are set`, func(v map[string]any) {
+			filterOf(v)["trusted_senders"] = []any{map[string]any{"source_cidr": "10.42.0.1/16"}}
+		}},
+		{"unknown grpc mode", "sidecar", "grpc", func(v map[string]any) { filterOf(v)["grpc"] = "drop" }},
+		{"shm size not a quantity", "sidecar", "sizeLimit", func(v map[string]any) {
+			v["worker"].(map[string]any)["shm"] = map[string]any{"enabled": true, "sizeLimit": "lots"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := base(t, tc.values)
@@ -460,6 +500,9 @@ func wantFilterDoc(t *testing.T, vals chartutil.Values) map[string]any {
 		"trust_kv_hints": f["trust_kv_hints"],
 		"max_depth":      float64(intValue(t, f["max_depth"])),
 		"max_body_bytes": float64(intValue(t, f["max_body_bytes"])),
+	}
+	if g, ok := f["grpc"].(string); ok && g != "" {
+		doc["grpc"] = g
 	}
 	for _, k := range []string{"exclude_paths", "trusted_senders"} {
 		if l, _ := f[k].([]any); len(l) > 0 {
@@ -628,6 +671,12 @@ func checkPod(t *testing.T, o *objects, vals chartutil.Values) {
 	switch vals["mode"] {
 	case "sidecar":
 		w := vals["worker"].(map[string]any)
+		if w["image"] == "" {
+			if a["-upstream"] != "echo" || len(spec.Containers) != 1 {
+				t.Errorf("no worker.image: -upstream %q and %d containers, want echo and kvgate alone", a["-upstream"], len(spec.Containers))
+			}
+			break
+		}
 		wc := container(t, spec, w["name"].(string))
 		if want := fmt.Sprintf("http://127.0.0.1:%d", intValue(t, w["port"])); a["-upstream"] != want {
 			t.Errorf("-upstream %q, want the worker on loopback %s", a["-upstream"], want)
@@ -725,7 +774,7 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 
 	maxBody := intValue(t, vals["filter"].(map[string]any)["max_body_bytes"])
 	ef := o.envoyFilter
-	if ef == nil || len(ef.GetConfigPatches()) != 1 || !reflect.DeepEqual(ef.GetWorkloadSelector().GetLabels(), sel) {
+	if ef == nil || len(ef.GetConfigPatches()) != 2 || !reflect.DeepEqual(ef.GetWorkloadSelector().GetLabels(), sel) {
 		t.Fatalf("EnvoyFilter %v", ef)
 	}
 	limit := ef.GetConfigPatches()[0].GetPatch().GetValue().GetFields()["per_connection_buffer_limit_bytes"].GetNumberValue()
@@ -751,15 +800,25 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 	if err := json.Unmarshal([]byte(cm.Data["custom_bootstrap.json"]), &boot); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{
-		"reason": metricname.Regex(filter.MetricIgnored, "reason"),
-		"status": metricname.Regex(filter.MetricRejected, "status"),
+	want := []string{
+		"reason " + metricname.Regex(filter.MetricIgnored, "reason"),
+		"status " + metricname.Regex(filter.MetricRejected, "status"),
+		"protocol " + metricname.Regex(filter.MetricUninspected, "protocol"),
+		"protocol " + metricname.Regex(filter.MetricRefused, "protocol"),
 	}
-	got := map[string]string{}
+	var got []string
 	for _, tag := range boot.StatsConfig.StatsTags {
-		got[tag.TagName] = tag.Regex
+		got = append(got, tag.TagName+" "+tag.Regex)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("stats_tags %v, want metricname.Regex %v", got, want)
+	}
+	if is["authorizationPolicy"].(map[string]any)["enabled"] == true {
+		ap := o.authzPolicy
+		if ap == nil || !reflect.DeepEqual(ap.GetSelector().GetMatchLabels(), sel) || ap.GetAction() != security.AuthorizationPolicy_ALLOW ||
+			len(ap.GetRules()) != 1 || len(ap.GetRules()[0].GetTo()) != 1 ||
+			!reflect.DeepEqual(ap.GetRules()[0].GetTo()[0].GetOperation().GetPorts(), []string{fmt.Sprint(intValue(t, is["workerPort"]))}) {
+			t.Errorf("AuthorizationPolicy %v, want mutual-TLS HTTP callers to the worker's port only", ap)
+		}
 	}
 }
