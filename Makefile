@@ -56,7 +56,7 @@ $(VENV)/.installed: tests/requirements.txt
 # committed bytes are not what the sources build.
 wasm:
 	sh wasm/build.sh
-	@tmp=$$(mktemp -d) && digest=$$($(GO) run ./envoy/cmd/kvgate-oci -o $$tmp/oci | sed -n 's/^WasmPlugin sha256: //p') && rm -rf $$tmp && \
+	@tmp=$$(mktemp -d) && digest=$$(cd deploy && $(GO) run ./cmd/kvgate-oci -o $$tmp/oci | sed -n 's/^WasmPlugin sha256: //p') && rm -rf $$tmp && \
 	test -n "$$digest" && sed -i -E "s/^(  sha256: )[0-9a-f]{64}$$/\1$$digest/" envoy/istio/wasmplugin.yaml && \
 	sed -i -E "s/^(  filterSHA256: \")[0-9a-f]{64}\"$$/\1$$digest\"/" deploy/helm/kvgate/ci/istio-values.yaml && \
 	echo "envoy/istio/wasmplugin.yaml, deploy/helm/kvgate/ci/istio-values.yaml: sha256 $$digest"

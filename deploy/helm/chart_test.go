@@ -35,6 +35,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kvgate/kvgate/deploy/internal/filterimage"
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/metricname"
@@ -759,7 +760,11 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 	if wp.GetUrl() != is["filterImage"] {
 		t.Errorf("url %q", wp.GetUrl())
 	}
-	if want := strings.TrimPrefix(envoy.OCIImage(wasm.Module, "").Digest, "sha256:"); wp.GetSha256() != want {
+	d, err := filterimage.Digest(wasm.Module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.TrimPrefix(d, "sha256:"); wp.GetSha256() != want {
 		t.Errorf("sha256 %s is not the digest of the filter image of the committed module: %s", wp.GetSha256(), want)
 	}
 	if wp.GetFailStrategy() != extensions.FailStrategy_FAIL_RELOAD || wp.GetPhase() != extensions.PluginPhase_AUTHZ ||
