@@ -84,6 +84,7 @@ func render(c *chart.Chart, vals map[string]any) (map[string]string, chartutil.V
 type objects struct {
 	names       []string // kind/name
 	deployment  *appsv1.Deployment
+	testPod     *corev1.Pod
 	service     *corev1.Service
 	configMaps  map[string]*corev1.ConfigMap
 	pdb         *policyv1.PodDisruptionBudget
@@ -185,6 +186,10 @@ func decode(t *testing.T, files map[string]string) *objects {
 				o.deployment = &appsv1.Deployment{}
 				must(strict(j, o.deployment))
 				meta = o.deployment.ObjectMeta
+			case "v1 Pod":
+				o.testPod = &corev1.Pod{}
+				must(strict(j, o.testPod))
+				meta = o.testPod.ObjectMeta
 			case "v1 Service":
 				o.service = &corev1.Service{}
 				must(strict(j, o.service))
@@ -625,6 +630,34 @@ func checkPod(t *testing.T, o *objects, vals chartutil.Values) {
 		if kv.Resources.Limits.Memory().IsZero() {
 			t.Error("no memory limit on the container")
 		}
+	}
+
+	// helm test: -check-config with the container's own arguments and
+	// files, under PodSecurity restricted.
+	if ht, _ := vals["helmTest"].(map[string]any); ht["enabled"] == true {
+		p := o.testPod
+		if p == nil || p.Annotations["helm.sh/hook"] != "test" || len(p.Spec.Containers) != 1 {
+			t.Fatalf("no helm test Pod: %+v", p)
+		}
+		c := p.Spec.Containers[0]
+		if want := append(slices.Clone(kv.Args), "-check-config"); !reflect.DeepEqual(c.Args, want) || c.Image != kv.Image {
+			t.Errorf("helm test runs %s %q, want %s %q", c.Image, c.Args, kv.Image, want)
+		}
+		for flag, file := range a {
+			if !strings.HasPrefix(flag, "-") || !strings.HasPrefix(strings.TrimPrefix(file, "@"), "/etc/") {
+				continue
+			}
+			tv, rel := mountedFile(t, p.Spec, &c, strings.TrimPrefix(file, "@"))
+			kvv, krel := mountedFile(t, spec, kv, strings.TrimPrefix(file, "@"))
+			if rel != krel || !reflect.DeepEqual(tv.VolumeSource, kvv.VolumeSource) {
+				t.Errorf("helm test: %s %s is on %+v, kvgate's on %+v", flag, file, tv.VolumeSource, kvv.VolumeSource)
+			}
+		}
+		if v := podSecurity(t, corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}, "restricted"); len(v) > 0 {
+			t.Errorf("helm test Pod: PodSecurity restricted: %q", v)
+		}
+	} else if o.testPod != nil {
+		t.Error("a helm test Pod with helmTest.enabled false")
 	}
 
 	// The compile cache is on an emptyDir, the only writable place.

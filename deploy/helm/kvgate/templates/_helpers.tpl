@@ -146,3 +146,39 @@ host bits are clear, not IPv4-mapped (kvhints/senders.go, parseCIDR).
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+
+{{/* kvgate's arguments: the Deployment's container, and the Helm test's -check-config. */}}
+{{- define "kvgate.args" -}}
+# ":port" listens on every address, IPv4 and IPv6.
+- -listen
+- {{ printf ":%d" (int .Values.ports.api) | quote }}
+- -admin
+- {{ printf ":%d" (int .Values.ports.admin) | quote }}
+- -upstream
+{{- if and (eq .Values.mode "sidecar") .Values.worker.image }}
+- {{ printf "http://127.0.0.1:%d" (int .Values.worker.port) | quote }}
+{{- else if eq .Values.mode "sidecar" }}
+- echo
+{{- else }}
+- {{ .Values.upstream.url | quote }}
+{{- end }}
+- -filter-config
+- "@/etc/kvgate/filter/filter.json"
+- -pool-size
+- {{ .Values.poolSize | quote }}
+- -cache-dir
+- /var/cache/kvgate
+- -drain-timeout
+- {{ printf "%ds" (int .Values.shutdown.drainSeconds) | quote }}
+{{- if .Values.tls.enabled }}
+- -tls-cert
+- /etc/kvgate/tls/tls.crt
+- -tls-key
+- /etc/kvgate/tls/tls.key
+{{- if .Values.tls.clientCA.secretName }}
+- -client-ca
+- {{ printf "/etc/kvgate/client-ca/%s" .Values.tls.clientCA.key | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
