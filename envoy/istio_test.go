@@ -278,8 +278,10 @@ func TestIstioManifests(t *testing.T) {
 			var pc meshconfig.ProxyConfig
 			strict(t, o.file+" proxy.istio.io/config", j, &pc)
 			m := pc.GetProxyStatsMatcher()
-			for _, name := range filter.MetricNames() {
-				full := "wasmcustom." + name
+			// The filter's counters, and the inbound connection managers'
+			// request stats that the Envoy alert and panels read (Istio
+			// names them http.inbound_<ip>_<port>.*).
+			for _, full := range append(wasmcustom(filter.MetricNames()), "http.inbound_10.1.2.3_8000.downstream_rq_xx") {
 				ok := false
 				for _, p := range m.GetInclusionPrefixes() {
 					ok = ok || strings.HasPrefix(full, p)
@@ -369,6 +371,14 @@ func mustConfigValue(t *testing.T, d Doc) string {
 		t.Fatal(err)
 	}
 	return v.(string)
+}
+
+func wasmcustom(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "wasmcustom." + n
+	}
+	return out
 }
 
 // istioBootstrapFragment returns custom_bootstrap.json of istio/stats.yaml.
