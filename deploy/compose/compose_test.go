@@ -106,6 +106,16 @@ func TestCompose(t *testing.T) {
 		!slices.ContainsFunc(k.Tmpfs, func(s string) bool { return strings.HasPrefix(s, "/var/cache/kvgate") }) {
 		t.Errorf("kvgate: command %q, tmpfs %v", cmd, k.Tmpfs)
 	}
+	// Only the tmpfs options Docker and Podman (through podman-compose,
+	// which passes them verbatim to --tmpfs) both take.
+	for _, m := range k.Tmpfs {
+		_, opts, _ := strings.Cut(m, ":")
+		for _, o := range strings.Split(opts, ",") {
+			if name, _, _ := strings.Cut(o, "="); o != "" && !slices.Contains([]string{"size", "mode", "rw", "ro", "noexec", "nosuid", "nodev"}, name) {
+				t.Errorf("kvgate: tmpfs %q: option %q is not one Podman takes", m, o)
+			}
+		}
+	}
 
 	// Prometheus scrapes both hosts and loads the mounted rules.
 	var prom struct {

@@ -35,6 +35,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kvgate/kvgate/deploy/internal/filterimage"
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/metricname"
@@ -83,6 +84,7 @@ func render(c *chart.Chart, vals map[string]any) (map[string]string, chartutil.V
 type objects struct {
 	names       []string // kind/name
 	deployment  *appsv1.Deployment
+	testPod     *corev1.Pod
 	service     *corev1.Service
 	configMaps  map[string]*corev1.ConfigMap
 	pdb         *policyv1.PodDisruptionBudget
@@ -92,6 +94,8 @@ type objects struct {
 	wasmPlugin  *extensions.WasmPlugin
 	envoyFilter *networking.EnvoyFilter
 	peerAuth    *security.PeerAuthentication
+	authzPolicy *security.AuthorizationPolicy
+	rule        *prometheusRule
 	istioMeta   map[string]metav1.ObjectMeta
 }
 
@@ -108,6 +112,17 @@ type serviceMonitor struct {
 			Path     string `json:"path"`
 			Interval string `json:"interval"`
 		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// prometheusRule is monitoring.coreos.com/v1 PrometheusRule; its groups
+// are the Prometheus rule file format, checked against the rules file.
+type prometheusRule struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Groups json.RawMessage `json:"groups"`
 	} `json:"spec"`
 }
 
@@ -171,6 +186,10 @@ func decode(t *testing.T, files map[string]string) *objects {
 				o.deployment = &appsv1.Deployment{}
 				must(strict(j, o.deployment))
 				meta = o.deployment.ObjectMeta
+			case "v1 Pod":
+				o.testPod = &corev1.Pod{}
+				must(strict(j, o.testPod))
+				meta = o.testPod.ObjectMeta
 			case "v1 Service":
 				o.service = &corev1.Service{}
 				must(strict(j, o.service))
@@ -195,7 +214,12 @@ func decode(t *testing.T, files map[string]string) *objects {
 				o.monitor = &serviceMonitor{}
 				must(strict(j, o.monitor))
 				meta = o.monitor.Metadata
-			case "extensions.istio.io/v1alpha1 WasmPlugin", "networking.istio.io/v1alpha3 EnvoyFilter", "security.istio.io/v1 PeerAuthentication":
+			case "monitoring.coreos.com/v1 PrometheusRule":
+				o.rule = &prometheusRule{}
+				must(strict(j, o.rule))
+				meta = o.rule.Metadata
+			case "extensions.istio.io/v1alpha1 WasmPlugin", "networking.istio.io/v1alpha3 EnvoyFilter", "security.istio.io/v1 PeerAuthentication",
+				"security.istio.io/v1 AuthorizationPolicy":
 				var io istioObject
 				must(strict(j, &io))
 				var m proto.Message
@@ -209,6 +233,9 @@ func decode(t *testing.T, files map[string]string) *objects {
 				case "PeerAuthentication":
 					o.peerAuth = &security.PeerAuthentication{}
 					m = o.peerAuth
+				case "AuthorizationPolicy":
+					o.authzPolicy = &security.AuthorizationPolicy{}
+					m = o.authzPolicy
 				}
 				must(protojson.UnmarshalOptions{}.Unmarshal(io.Spec, m))
 				o.istioMeta[head.Kind], meta = io.Metadata, io.Metadata
@@ -294,12 +321,22 @@ func TestCIValues(t *testing.T) {
 	}
 }
 
-// TestDefaultValuesNeedAWorker: the chart's defaults alone are the sidecar
-// mode without a worker image, which the schema refuses.
-func TestDefaultValuesNeedAWorker(t *testing.T) {
-	_, _, err := render(loadChart(t), nil)
-	if err == nil || !strings.Contains(err.Error(), "image") {
-		t.Fatalf("rendered with no worker image: %v", err)
+// TestDefaultValues: the chart's defaults alone render (helm lint and
+// helm template with no values work): the sidecar mode without a worker
+// image is kvgate alone with its built-in echo worker, and NOTES.txt says
+// it is a demonstration.
+func TestDefaultValues(t *testing.T) {
+	files, vals, err := render(loadChart(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := decode(t, files)
+	checkPod(t, o, vals)
+	if a := args(t, *container(t, o.deployment.Spec.Template.Spec, "kvgate")); a["-upstream"] != "echo" {
+		t.Errorf("-upstream %q, want echo", a["-upstream"])
+	}
+	if notes := files["kvgate/templates/NOTES.txt"]; !strings.Contains(notes, "worker.image is not set") {
+		t.Errorf("NOTES.txt does not say the echo worker is a demonstration:\n%s", notes)
 	}
 }
 
@@ -347,6 +384,15 @@ func TestBadValues(t *testing.T) {
 		{"istio without selector", "istio", "workerSelector", func(v map[string]any) { delete(v["istio"].(map[string]any), "workerSelector") }},
 		{"unknown top-level key", "sidecar", "replicas", func(v map[string]any) { v["replicas"] = 2 }},
 		{"port out of range", "sidecar", "api", func(v map[string]any) { v["ports"] = map[string]any{"api": 70000, "admin": 9090} }},
+		{"api port is the admin port", "sidecar", "ports.admin 8080: the same port as ports.api", func(v map[string]any) { v["ports"] = map[string]any{"api": 8080, "admin": 8080} }},
+		{"worker on kvgate's port", "sidecar", "worker.port 9090: kvgate listens there", func(v map[string]any) { v["worker"].(map[string]any)["port"] = 9090 }},
+		{"source_cidr host bits", "standalone", `filter.trusted_senders[0].source_cidr "10.42.0.1/16": host bits are set`, func(v map[string]any) {
+			filterOf(v)["trusted_senders"] = []any{map[string]any{"source_cidr": "10.42.0.1/16"}}
+		}},
+		{"unknown grpc mode", "sidecar", "grpc", func(v map[string]any) { filterOf(v)["grpc"] = "drop" }},
+		{"shm size not a quantity", "sidecar", "sizeLimit", func(v map[string]any) {
+			v["worker"].(map[string]any)["shm"] = map[string]any{"enabled": true, "sizeLimit": "lots"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := base(t, tc.values)
@@ -461,6 +507,9 @@ func wantFilterDoc(t *testing.T, vals chartutil.Values) map[string]any {
 		"max_depth":      float64(intValue(t, f["max_depth"])),
 		"max_body_bytes": float64(intValue(t, f["max_body_bytes"])),
 	}
+	if g, ok := f["grpc"].(string); ok && g != "" {
+		doc["grpc"] = g
+	}
 	for _, k := range []string{"exclude_paths", "trusted_senders"} {
 		if l, _ := f[k].([]any); len(l) > 0 {
 			b, _ := json.Marshal(l)
@@ -532,7 +581,22 @@ func checkPod(t *testing.T, o *objects, vals chartutil.Values) {
 		t.Errorf("service account %q is not the rendered one", spec.ServiceAccountName)
 	}
 
+	// A filter change rolls standalone pods, never the GPU worker's pod:
+	// in sidecar mode the sidecar reloads the mounted ConfigMap, which must
+	// be a whole-directory mount (a subPath mount is never updated).
+	_, rolls := d.Spec.Template.Annotations["checksum/filter"]
+	if sidecarMode := vals["mode"] == "sidecar"; rolls == sidecarMode {
+		t.Errorf("mode %v: checksum/filter on the pod template = %v", vals["mode"], rolls)
+	}
 	kv := container(t, spec, "kvgate")
+	for _, m := range kv.VolumeMounts {
+		if m.Name == "filter-config" && m.SubPath != "" {
+			t.Errorf("the filter configuration is mounted with subPath %q: the kubelet never updates it", m.SubPath)
+		}
+	}
+	if !strings.HasPrefix(args(t, *kv)["-filter-config"], "@") {
+		t.Errorf("-filter-config %q: want @FILE, which the sidecar watches", args(t, *kv)["-filter-config"])
+	}
 	a := args(t, *kv)
 	ports := vals["ports"].(map[string]any)
 	for flag, name := range map[string]string{"-listen": "api", "-admin": "admin"} {
@@ -583,6 +647,34 @@ func checkPod(t *testing.T, o *objects, vals chartutil.Values) {
 		}
 	}
 
+	// helm test: -check-config with the container's own arguments and
+	// files, under PodSecurity restricted.
+	if ht, _ := vals["helmTest"].(map[string]any); ht["enabled"] == true {
+		p := o.testPod
+		if p == nil || p.Annotations["helm.sh/hook"] != "test" || len(p.Spec.Containers) != 1 {
+			t.Fatalf("no helm test Pod: %+v", p)
+		}
+		c := p.Spec.Containers[0]
+		if want := append(slices.Clone(kv.Args), "-check-config"); !reflect.DeepEqual(c.Args, want) || c.Image != kv.Image {
+			t.Errorf("helm test runs %s %q, want %s %q", c.Image, c.Args, kv.Image, want)
+		}
+		for flag, file := range a {
+			if !strings.HasPrefix(flag, "-") || !strings.HasPrefix(strings.TrimPrefix(file, "@"), "/etc/") {
+				continue
+			}
+			tv, rel := mountedFile(t, p.Spec, &c, strings.TrimPrefix(file, "@"))
+			kvv, krel := mountedFile(t, spec, kv, strings.TrimPrefix(file, "@"))
+			if rel != krel || !reflect.DeepEqual(tv.VolumeSource, kvv.VolumeSource) {
+				t.Errorf("helm test: %s %s is on %+v, kvgate's on %+v", flag, file, tv.VolumeSource, kvv.VolumeSource)
+			}
+		}
+		if v := podSecurity(t, corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}, "restricted"); len(v) > 0 {
+			t.Errorf("helm test Pod: PodSecurity restricted: %q", v)
+		}
+	} else if o.testPod != nil {
+		t.Error("a helm test Pod with helmTest.enabled false")
+	}
+
 	// The compile cache is on an emptyDir, the only writable place.
 	if v, _ := mountedFile(t, spec, kv, a["-cache-dir"]+"/x"); v.EmptyDir == nil {
 		t.Errorf("-cache-dir %s is not on an emptyDir", a["-cache-dir"])
@@ -628,6 +720,12 @@ func checkPod(t *testing.T, o *objects, vals chartutil.Values) {
 	switch vals["mode"] {
 	case "sidecar":
 		w := vals["worker"].(map[string]any)
+		if w["image"] == "" {
+			if a["-upstream"] != "echo" || len(spec.Containers) != 1 {
+				t.Errorf("no worker.image: -upstream %q and %d containers, want echo and kvgate alone", a["-upstream"], len(spec.Containers))
+			}
+			break
+		}
 		wc := container(t, spec, w["name"].(string))
 		if want := fmt.Sprintf("http://127.0.0.1:%d", intValue(t, w["port"])); a["-upstream"] != want {
 			t.Errorf("-upstream %q, want the worker on loopback %s", a["-upstream"], want)
@@ -710,7 +808,11 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 	if wp.GetUrl() != is["filterImage"] {
 		t.Errorf("url %q", wp.GetUrl())
 	}
-	if want := strings.TrimPrefix(envoy.OCIImage(wasm.Module, "").Digest, "sha256:"); wp.GetSha256() != want {
+	d, err := filterimage.Digest(wasm.Module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.TrimPrefix(d, "sha256:"); wp.GetSha256() != want {
 		t.Errorf("sha256 %s is not the digest of the filter image of the committed module: %s", wp.GetSha256(), want)
 	}
 	if wp.GetFailStrategy() != extensions.FailStrategy_FAIL_RELOAD || wp.GetPhase() != extensions.PluginPhase_AUTHZ ||
@@ -725,7 +827,7 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 
 	maxBody := intValue(t, vals["filter"].(map[string]any)["max_body_bytes"])
 	ef := o.envoyFilter
-	if ef == nil || len(ef.GetConfigPatches()) != 1 || !reflect.DeepEqual(ef.GetWorkloadSelector().GetLabels(), sel) {
+	if ef == nil || len(ef.GetConfigPatches()) != 5 || !reflect.DeepEqual(ef.GetWorkloadSelector().GetLabels(), sel) {
 		t.Fatalf("EnvoyFilter %v", ef)
 	}
 	limit := ef.GetConfigPatches()[0].GetPatch().GetValue().GetFields()["per_connection_buffer_limit_bytes"].GetNumberValue()
@@ -751,15 +853,26 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 	if err := json.Unmarshal([]byte(cm.Data["custom_bootstrap.json"]), &boot); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{
-		"reason": metricname.Regex(filter.MetricIgnored, "reason"),
-		"status": metricname.Regex(filter.MetricRejected, "status"),
+	want := []string{
+		"reason " + metricname.Regex(filter.MetricIgnored, "reason"),
+		"status " + metricname.Regex(filter.MetricRejected, "status"),
+		"protocol " + metricname.Regex(filter.MetricUninspected, "protocol"),
+		"protocol " + metricname.Regex(filter.MetricRefused, "protocol"),
+		"reason " + metricname.Regex(filter.MetricDetected, "reason"),
 	}
-	got := map[string]string{}
+	var got []string
 	for _, tag := range boot.StatsConfig.StatsTags {
-		got[tag.TagName] = tag.Regex
+		got = append(got, tag.TagName+" "+tag.Regex)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("stats_tags %v, want metricname.Regex %v", got, want)
+	}
+	if is["authorizationPolicy"].(map[string]any)["enabled"] == true {
+		ap := o.authzPolicy
+		if ap == nil || !reflect.DeepEqual(ap.GetSelector().GetMatchLabels(), sel) || ap.GetAction() != security.AuthorizationPolicy_ALLOW ||
+			len(ap.GetRules()) != 1 || len(ap.GetRules()[0].GetTo()) != 1 ||
+			!reflect.DeepEqual(ap.GetRules()[0].GetTo()[0].GetOperation().GetPorts(), []string{fmt.Sprint(intValue(t, is["workerPort"]))}) {
+			t.Errorf("AuthorizationPolicy %v, want mutual-TLS HTTP callers to the worker's port only", ap)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
+	"sigs.k8s.io/yaml"
 )
 
 // RulesFile is the rules file, relative to this package.
@@ -40,6 +41,8 @@ func TestRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups := parse(t, b)
+	runbooks := runbookAnchors(t)
+	tested := testedAlerts(t)
 	p := parser.NewParser(parser.Options{})
 	alerts, records := 0, 0
 	for _, g := range groups.Groups {
@@ -66,10 +69,21 @@ func TestRules(t *testing.T) {
 			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("alert %s: needs a summary and a description", r.Alert)
 			}
+			if r.For <= 0 {
+				t.Errorf("alert %s: no for: (one evaluation must not page or open a ticket)", r.Alert)
+			}
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], RunbookURL+"#")
+			if !ok || !runbooks[anchor] {
+				t.Errorf("alert %s: runbook_url %q, want %s#<a section of docs/runbooks.md>", r.Alert, r.Annotations["runbook_url"], RunbookURL)
+			}
+			if !tested[r.Alert] {
+				t.Errorf("alert %s: no test in %s that expects it to fire", r.Alert, TestFile)
+			}
 		}
 	}
 	// The alerts issue 16 asks for, by what they watch.
 	want := map[string]string{
+		"KvgateTargetDown":        "up{",
 		"KvgateFilterFailures":    "kvgate_filter_failures_total",
 		"Kvgate503RateHigh":       "kvgate:sidecar_filter_failure:ratio_rate5m",
 		"KvgateEnvoy5xxRateHigh":  "kvgate:envoy_5xx:ratio_rate5m",
@@ -90,6 +104,61 @@ func TestRules(t *testing.T) {
 		t.Errorf("no alert %s", a)
 	}
 	t.Logf("%d recording rules, %d alerts", records, alerts)
+}
+
+// RunbookURL is docs/runbooks.md as the alerts link it.
+const RunbookURL = "https://github.com/kvgate/kvgate/blob/main/docs/runbooks.md"
+
+// TestFile is the promtool unit test of the rules (promtool test rules).
+const TestFile = "kvgate-rules.test.yaml"
+
+// runbookAnchors are the GitHub anchors of docs/runbooks.md's "## " headings.
+func runbookAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			out[strings.ToLower(strings.ReplaceAll(strings.TrimSpace(h), " ", "-"))] = true
+		}
+	}
+	return out
+}
+
+// testedAlerts are the alerts that a test of TestFile expects to fire.
+func testedAlerts(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(TestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		RuleFiles []string `json:"rule_files"`
+		Tests     []struct {
+			AlertRuleTest []struct {
+				Alertname string           `json:"alertname"`
+				ExpAlerts []map[string]any `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.RuleFiles) != 1 || f.RuleFiles[0] != RulesFile {
+		t.Errorf("%s tests %v, want %s", TestFile, f.RuleFiles, RulesFile)
+	}
+	out := map[string]bool{}
+	for _, tc := range f.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				out[a.Alertname] = true
+			}
+		}
+	}
+	return out
 }
 
 // TestParserCatchesMistakes: the parser the test relies on refuses the

@@ -44,7 +44,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/kvgate/kvgate/envoy"
+	"github.com/kvgate/kvgate/deploy/internal/filterimage"
 )
 
 // Image paths and identities.
@@ -141,25 +141,14 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
-	// The filter image: one writer for it, envoy.OCIImage, which the
-	// committed WasmPlugin's digest is checked against.
-	filter := envoy.OCIImage(o.Module, o.Version)
-	names := make([]string, 0, len(filter.Files))
-	for n := range filter.Files {
-		names = append(names, n)
+	// The filter image: one writer for it, filterimage (go-containerregistry),
+	// which the committed WasmPlugin's digest is checked against.
+	filterDigest, err := filterimage.Write(filepath.Join(o.Out, "kvgate-filter"), o.Module, o.Version)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		p := filepath.Join(o.Out, "kvgate-filter", filepath.FromSlash(n))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(p, filter.Files[n], 0o644); err != nil {
-			return nil, err
-		}
-	}
-	res.FilterDigest = filter.Digest
-	logf("kvgate-filter %s", filter.Digest)
+	res.FilterDigest = filterDigest
+	logf("kvgate-filter %s", filterDigest)
 	if err := os.WriteFile(filepath.Join(o.Out, "kvgate.wasm"), o.Module, 0o644); err != nil {
 		return nil, err
 	}

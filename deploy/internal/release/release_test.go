@@ -33,9 +33,9 @@ import (
 	extensions "istio.io/api/extensions/v1alpha1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kvgate/kvgate/deploy/internal/filterimage"
 	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/deploy/internal/series"
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -180,7 +180,7 @@ func checkFilter(t *testing.T, dir string, res *Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Annotations[envoy.AnnotationVariant] != "compat" || m.Config.MediaType != types.OCIConfigJSON {
+	if m.Annotations[filterimage.AnnotationVariant] != "compat" || m.Config.MediaType != types.OCIConfigJSON {
 		t.Errorf("manifest %+v: want the compat variant", m)
 	}
 	layers, err := img.Layers()
@@ -196,8 +196,8 @@ func checkFilter(t *testing.T, dir string, res *Result) {
 	}
 	defer rc.Close()
 	files := untar(t, rc)
-	if !bytes.Equal(files[envoy.ModuleFile], wasm.Module) || len(files) != 1 {
-		t.Errorf("layer holds %d files; plugin.wasm is the committed module: %v", len(files), bytes.Equal(files[envoy.ModuleFile], wasm.Module))
+	if !bytes.Equal(files[filterimage.ModuleFile], wasm.Module) || len(files) != 1 {
+		t.Errorf("layer holds %d files; plugin.wasm is the committed module: %v", len(files), bytes.Equal(files[filterimage.ModuleFile], wasm.Module))
 	}
 	// Layers() validated the config's diff_ids against the layer.
 	cf, err := img.ConfigFile()

@@ -1,22 +1,20 @@
 // Command kvgate-oci writes the kvgate module as an OCI image layout that
-// Istio's WasmPlugin can pull once pushed, and prints the image digest (the
-// WasmPlugin's sha256 for an oci:// URL):
+// Istio's WasmPlugin pulls (internal/filterimage, go-containerregistry):
 //
-//	go run ./envoy/cmd/kvgate-oci -o /tmp/kvgate-oci -tag v0.1.0
+//	cd deploy && go run ./cmd/kvgate-oci -o /tmp/kvgate-oci -tag v0.1.0
 //	oras cp --from-oci-layout /tmp/kvgate-oci:v0.1.0 ghcr.io/OWNER/kvgate-filter:v0.1.0
 //
-// The layout has no timestamps, so the digest depends only on the module and
-// the tag.
+// It prints the image digest, which is the WasmPlugin's sha256 for the
+// oci:// URL, and the module's own sha256 for file:// and https:// URLs.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/kvgate/kvgate/envoy"
+	"github.com/kvgate/kvgate/deploy/internal/filterimage"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -33,18 +31,11 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	img := envoy.OCIImage(b, *tag)
-	for name, data := range img.Files {
-		p := filepath.Join(*out, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, "kvgate-oci:", err)
-			os.Exit(1)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "kvgate-oci:", err)
-			os.Exit(1)
-		}
+	d, err := filterimage.Write(*out, b, *tag)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kvgate-oci:", err)
+		os.Exit(1)
 	}
 	fmt.Printf("image digest: %s\nWasmPlugin sha256: %s\nmodule sha256 (file:// and https:// URLs): %s\n",
-		img.Digest, strings.TrimPrefix(img.Digest, "sha256:"), envoy.ModuleSHA256(b))
+		d, strings.TrimPrefix(d, "sha256:"), filterimage.ModuleSHA256(b))
 }
