@@ -252,6 +252,28 @@ func TestRewriterNoSnapshotAllocatesNothing(t *testing.T) {
 	}
 }
 
+// An admitted envelope whose numbers are rewritten as Python writes them
+// (floats that grow, shrink or stay, a long literal, -0) costs no
+// allocation in steady state, and its rewrite grows the body within the
+// room Reserve set aside.
+func TestRewriterFloatsAllocateNothing(t *testing.T) {
+	floats := `[1e15,0.10,1E2,-0,-0.0,1e-400,2.5,0.` + strings.Repeat("1", 900) + `,` + strings.Repeat("1e15,", 1000) + `7]`
+	body := []byte(`{"model":"m","kv_hints":` + strings.Replace(refEnvelope, `"block_hashes":[11,22]`, `"f":`+floats, 1) + `,"prompt":"x"}`)
+	r := Rewriter{NoSnapshot: true}
+	r.Reserve(len(body))
+	buf := cap(r.out)
+	out, res := r.Rewrite(body, Policy{Trusted: true})
+	if res.Outcome != OutcomeAdmitted || len(out) <= len(body) || !strings.Contains(string(out), `"f":[1000000000000000.0,0.1,100.0,0,-0.0,0.0,2.5,0.1111111111111111,`) {
+		t.Fatalf("%v: %.300s", res, out)
+	}
+	if cap(r.out) != buf {
+		t.Errorf("the rewrite grew the reserved buffer from %d to %d bytes", buf, cap(r.out))
+	}
+	if allocs := testing.AllocsPerRun(20, func() { r.Rewrite(body, Policy{Trusted: true}) }); allocs != 0 {
+		t.Fatalf("steady-state rewrite of floats allocates %v times", allocs)
+	}
+}
+
 // After Reserve(n), rewrites of bodies up to n bytes write into the one
 // reserved buffer, whatever their order of sizes.
 func TestRewriterReserve(t *testing.T) {
