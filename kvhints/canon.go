@@ -346,8 +346,8 @@ func (c *canonicalizer) firstTime(start int) bool {
 
 // appendLiteral appends the canonical form of one literal of the given
 // kind, the text the worker's json.dumps writes for what json.loads read
-// (docs/spec.md, "Compact size"), and applies the range rules to it,
-// returning checking and whether it passed them:
+// (docs/spec.md, "Compact size"), and applies the range rules to it: it
+// returns checking, cleared when the literal breaks them.
 //
 //   - an integer stays as it came, Python's ints being exact, except -0,
 //     which Python reads as the int 0 and writes as 0; it must lie in
