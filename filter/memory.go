@@ -1,5 +1,7 @@
 package filter
 
+import "github.com/kvgate/kvgate/kvhints"
+
 // Memory is the linear memory the kvgate guest needs at a body limit, for
 // a host that sizes its instances to it (the sidecar caps each instance's
 // memory and replaces one that grew past its working set).
@@ -7,8 +9,9 @@ type Memory struct {
 	// Reserved is what the guest sets aside when it is configured (see
 	// OnConfigure): the block the host copies a body into, one byte
 	// longer than the limit so that an over-long body shows, and the
-	// rewriter's output, as long as the limit. Both are held from then
-	// on, whatever bodies come.
+	// rewriter's output, as long as the limit and an envelope's canonical
+	// form (kvhints.Rewriter.Reserve). Both are held from then on,
+	// whatever bodies come.
 	Reserved uint64
 	// Runtime is the allowance for the rest of a steady instance: the Go
 	// runtime, heap and stacks, a few MiB (wasm's TestMemoryBounded).
@@ -33,7 +36,7 @@ func (m Memory) Peak() uint64 { return m.WorkingSet() + m.Hostile }
 func MemoryAt(maxBodyBytes int) Memory {
 	n := uint64(max(maxBodyBytes, 0))
 	return Memory{
-		Reserved: uint64(copyBlock(maxBodyBytes)) + n,
+		Reserved: uint64(copyBlock(maxBodyBytes)) + n + kvhints.MaxCompactBytes,
 		Runtime:  16 << 20,
 		Hostile:  5 * n,
 	}

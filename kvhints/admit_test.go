@@ -83,10 +83,26 @@ func TestAdmitRules(t *testing.T) {
 		{"uint max", env(`{"a":18446744073709551615}`), ReasonNone, ""},
 		{"uint max+1", env(`{"a":18446744073709551616}`), ReasonMalformed, ""},
 		{"big int at envelope level", `{"protocol_version":"0.1","message_id":"m","actions":[],"x":[99999999999999999999]}`, ReasonMalformed, ""},
-		{"exponent is a float", env(`{"a":1e19}`), ReasonNone, ""},
-		{"float max", env(`{"a":1e308}`), ReasonNone, ""},
+		{"exponent is a float", env(`{"a":1e19}`), ReasonNone, env(`{"a":1e+19}`)},
+		{"float max", env(`{"a":1e308}`), ReasonNone, env(`{"a":1e+308}`)},
 		{"float overflow", env(`{"a":1e309}`), ReasonMalformed, ""},
-		{"float underflow is finite", env(`{"a":-1.5e-400}`), ReasonNone, ""},
+		{"float underflow is finite", env(`{"a":-1.5e-400}`), ReasonNone, env(`{"a":-0.0}`)},
+		// Numbers as the worker's json.dumps writes back what json.loads read.
+		{"floats as Python writes them", env(`{"a":[1.0,1E2,1e15,1e16,1e-5,0.0001,1234567890123456.0,12345678901234567.0,0.10,2.5E+300,-0.0,0e999999,5e-324]}`),
+			ReasonNone, env(`{"a":[1.0,100.0,1000000000000000.0,1e+16,1e-05,0.0001,1234567890123456.0,1.2345678901234568e+16,0.1,2.5e+300,-0.0,0.0,5e-324]}`)},
+		{"-0 is the integer 0", env(`{"a":[-0,0,-1]}`), ReasonNone, env(`{"a":[0,0,-1]}`)},
+		{"a long float is its double", env(`{"a":3.` + strings.Repeat("1415926535", 200) + `}`), ReasonNone, env(`{"a":3.1415926535141594}`)},
+		{"a long float with a compensating exponent", env(`{"a":0.` + strings.Repeat("0", 20000) + `15e20005}`), ReasonNone, env(`{"a":15000.0}`)},
+		{"overflow counts as Infinity", env(`{"a":1e400}`), ReasonMalformed, ""},
+		{"integer of 4300 digits is out of range", env(`{"a":` + strings.Repeat("9", 4300) + `}`), ReasonMalformed, ""},
+		{"integer of 4301 digits is not JSON to Python", env(`{"a":-` + strings.Repeat("9", 4301) + `}`), ReasonMalformed, ""},
+		{"float of 4301 integer digits", env(`{"a":` + strings.Repeat("1", 4301) + `.0}`), ReasonMalformed, ""},
+		{"1e15 grows to 18 bytes", floats("1e15", MaxCompactBytes/18), ReasonOversized, ""},
+		{"1e15 grown to exactly 65536", floatsTo("1e15", "1000000000000000.0", MaxCompactBytes), ReasonNone,
+			strings.ReplaceAll(floatsTo("1e15", "1000000000000000.0", MaxCompactBytes), "1e15", "1000000000000000.0")},
+		{"1e15 grown to 65537", floatsTo("1e15", "1000000000000000.0", MaxCompactBytes+1), ReasonOversized, ""},
+		{"long decimals shrink", floats(longDecimal, MaxCompactBytes/40), ReasonNone,
+			strings.ReplaceAll(floats(longDecimal, MaxCompactBytes/40), longDecimal, "0.1")},
 		{"lone high surrogate", env(`{"a":"\ud800"}`), ReasonMalformed, ""},
 		{"lone low surrogate", env(`{"a":"x\udc00y"}`), ReasonMalformed, ""},
 		{"lone surrogate in key", env(`{"\ud800":1}`), ReasonMalformed, ""},
@@ -134,6 +150,24 @@ func TestAdmitRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// longDecimal is a decimal of 45 characters that reads as 0.1.
+var longDecimal = "0.1" + strings.Repeat("0", 41) + "1"
+
+// floats is an envelope whose payload holds n copies of the float literal lit.
+func floats(lit string, n int) string {
+	return env(`{"f":[` + strings.Repeat(lit+",", n-1) + lit + `]}`)
+}
+
+// floatsTo is an envelope of copies of the float literal lit, whose
+// canonical form is written py, and a string padded so that its compact
+// size, as the worker measures it, is exactly size.
+func floatsTo(lit, py string, size int) string {
+	frame := len(env(`{"f":[],"s":""}`))
+	n := (size - frame - 100) / (len(py) + 1)
+	pad := size - frame - n*(len(py)+1) + 1
+	return env(`{"f":[` + strings.Repeat(lit+",", n-1) + lit + `],"s":"` + strings.Repeat("x", pad) + `"}`)
 }
 
 func manyKeys(n int) string {

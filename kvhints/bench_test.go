@@ -213,7 +213,7 @@ func BenchmarkAdmit(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		raw  []byte
-	}{{"60KiB", env}, {"60KiB-pretty", []byte(pretty)}, {"reference", []byte(refEnvelope)}} {
+	}{{"60KiB", env}, {"60KiB-pretty", []byte(pretty)}, {"reference", []byte(refEnvelope)}, {"floats", floatEnvelope()}} {
 		b.Run(c.name, func(b *testing.B) {
 			var a Admitter
 			b.SetBytes(int64(len(c.raw)))
@@ -225,6 +225,21 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// floatEnvelope is the reference envelope with 2,000 floats of the shapes
+// a producer writes (scores, weights, timestamps) in its payload, about
+// 20 KiB, each of which admission reads and writes as Python does.
+func floatEnvelope() []byte {
+	lits := []string{"0.5", "1e-3", "0.1234567890123", "1700000000.123456", "2.5E+10", "-0.75", "1.0", "3.141592653589793"}
+	var f strings.Builder
+	for i := range 2000 {
+		if i > 0 {
+			f.WriteByte(',')
+		}
+		f.WriteString(lits[i%len(lits)])
+	}
+	return []byte(strings.Replace(refEnvelope, `"block_hashes":[11,22]`, `"block_hashes":[11,22],"scores":[`+f.String()+`]`, 1))
 }
 
 func TestBenchInputsAreWhatTheyClaim(t *testing.T) {

@@ -2,7 +2,7 @@ package kvhints
 
 import (
 	"bytes"
-	"strconv"
+	"math"
 	"unicode/utf8"
 )
 
@@ -10,15 +10,17 @@ import (
 // docs/spec.md ("Compact size") while checking its syntax and the content rules
 // of rule 5 that apply to the whole envelope: no duplicate keys, no NaN or
 // Infinity, no lone surrogates (escaped or encoded), integers within -2^63..2^64-1, finite
-// floats, nesting depth within the limit. It never recurses.
+// floats, nesting depth within the limit. It never recurses. Numbers are
+// written as the worker writes them back (appendLiteral), so that the size
+// measured here is the size the worker measures.
 //
 // Size comes before content in the rule order, so after the first content
 // violation it stops checking content but keeps encoding: an envelope that
 // is both too large and malformed is reported as oversized. Encoding stops
-// as soon as the output passes the size limit, and no token is read past
+// as soon as the output passes the size limit, and no string is read past
 // the point where it would have to pass it (see window), so the work on a
-// value of any size is bounded by the limit; whitespace is skipped, never
-// counted.
+// value of any size is bounded by the limit and the length of its number
+// literals, which are read whole; whitespace is skipped, never counted.
 //
 // It also records where things are in the output, so that admission reads
 // the envelope's fields without another pass: the members of the outermost
@@ -39,6 +41,8 @@ type canonicalizer struct {
 	// generalOnly keeps runs of integers in the general loop (no
 	// integers): FuzzAdmit compares the two ways.
 	generalOnly bool
+	// num holds a long float literal shortened for parsing (parseLongFloat).
+	num [floatDigits + 32]byte
 }
 
 // topMember locates one member of an object in the output.
@@ -136,13 +140,16 @@ func (c *canonicalizer) canonicalize(b []byte, maxDepth, limit int) ([]byte, int
 			checking = checking && !lone
 			i = end
 		default:
-			w := c.window(b, i, limit)
-			end, kind, err := scanLiteral(w, i)
-			if err != nil || end == len(w) && len(w) < len(b) {
-				return nil, 0, cut(w, b) // a number may go on past the window
+			// A literal is read whole, without a window: a keyword is
+			// shorter than any window, an integer is at most
+			// maxIntDigits digits (scanNumber), and a float's canonical
+			// form is at most 24 bytes whatever its text, so reading one
+			// costs one pass over its digits and decides it exactly.
+			end, kind, err := scanLiteral(b, i)
+			if err != nil {
+				return nil, 0, canonSyntax
 			}
-			checking = checking && numberOK(b[i:end], kind)
-			c.out = append(c.out, b[i:end]...)
+			checking = c.appendLiteral(b[i:end], kind, checking)
 			i = end
 			if !c.generalOnly && len(c.stack) > 3 && c.stack[len(c.stack)-1] == ']' {
 				i, checking = c.integers(b, i, checking, limit)
@@ -229,7 +236,9 @@ func (c *canonicalizer) integers(b []byte, i int, checking bool, limit int) (int
 			return i, checking
 		}
 		j := skipDigits(b, k)
-		if j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') || len(c.out)+1+j-k > limit {
+		// Past 20 digits an integer is out of range, and past
+		// maxIntDigits not JSON to Python: the general loop says which.
+		if j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') || j-k > 20 || len(c.out)+1+j-k > limit {
 			return i, checking
 		}
 		checking = checking && digitsAtMost(b[k:j], "18446744073709551615")
@@ -239,17 +248,23 @@ func (c *canonicalizer) integers(b []byte, i int, checking bool, limit int) (int
 	}
 }
 
-// window returns the part of b a token starting at b[i] may be read in:
-// a token that does not end in it would take the output past limit. The
-// canonical form of a token is never shorter than a sixth of its text
+// window returns the part of b a string starting at b[i] may be read in:
+// a string that does not end in it would take the output past limit. The
+// canonical form of a string is never shorter than a sixth of its text
 // (\u0041 is A; everything else shrinks less or not at all), so the
-// window is six times the room left, and a little for quotes.
+// window is six times the room left, and a little for quotes. Literals
+// are read without one (see canonicalize).
 func (c *canonicalizer) window(b []byte, i, limit int) []byte {
 	if n := i + 6*(limit-len(c.out)) + 8; n < len(b) {
 		return b[:n]
 	}
 	return b
 }
+
+// grownBound is a size limit that the canonical form of n bytes of JSON
+// never passes: only a float can grow, to at most 4.5 times its text
+// (1e15 is 1000000000000000.0), everything else stays or shrinks.
+func grownBound(n int) int { return 5*n + 16 }
 
 // cut is the verdict on a token that could not be read in the window w of
 // b: past the size limit if w is short of b, else not JSON.
@@ -329,23 +344,41 @@ func (c *canonicalizer) firstTime(start int) bool {
 	return true
 }
 
-// numberOK applies the range rules to one number literal. Integers are
-// compared as digit strings (the grammar rules out leading zeros), which is
-// exact and needs no parsing.
-func numberOK(lit []byte, kind numKind) bool {
+// appendLiteral appends the canonical form of one literal of the given
+// kind, the text the worker's json.dumps writes for what json.loads read
+// (docs/spec.md, "Compact size"), and applies the range rules to it: it
+// returns checking, cleared when the literal breaks them.
+//
+//   - an integer stays as it came, Python's ints being exact, except -0,
+//     which Python reads as the int 0 and writes as 0; it must lie in
+//     -2^63..2^64-1, compared as digit strings (the grammar rules out
+//     leading zeros), which is exact and needs no parsing;
+//   - a float (a fraction or an exponent) is written as float.__repr__
+//     writes the float64 Python reads it as: 1E2 is 100.0, 1e15 is
+//     1000000000000000.0, 0.10 is 0.1, -0.0 stays -0.0, 1e-400 is 0.0 and
+//     1e400 is Infinity, which the range rule then refuses;
+//   - NaN, Infinity, -Infinity, true, false and null stay as they came;
+//     the first three break the rules.
+func (c *canonicalizer) appendLiteral(lit []byte, kind numKind, checking bool) bool {
 	switch kind {
-	case numNonFinite:
-		return false
-	case numLiteral:
-		return true
 	case numInt:
-		if lit[0] == '-' {
-			return digitsAtMost(lit[1:], "9223372036854775808")
+		switch {
+		case lit[0] != '-':
+			checking = checking && digitsAtMost(lit, "18446744073709551615")
+		case len(lit) == 2 && lit[1] == '0':
+			lit = lit[1:] // -0 is the int 0
+		default:
+			checking = checking && digitsAtMost(lit[1:], "9223372036854775808")
 		}
-		return digitsAtMost(lit, "18446744073709551615")
+	case numFloat:
+		f := parseFloatLit(lit, &c.num)
+		c.out = appendPyFloat(c.out, f)
+		return checking && !math.IsInf(f, 0)
+	case numNonFinite:
+		checking = false
 	}
-	_, err := strconv.ParseFloat(string(lit), 64)
-	return err == nil
+	c.out = append(c.out, lit...)
+	return checking
 }
 
 // digitsAtMost compares two decimal numerals without leading zeros.

@@ -149,8 +149,8 @@ func (x *explainer) version(obj []byte) *AdmitError {
 // until it reaches a value whose children all pass.
 func (x *explainer) content(v []byte, maxDepth int) *AdmitError {
 	deep := len(v) + 2 // no value nests deeper than it has bytes
-	if _, _, st := x.c.canonicalize(v, deep, len(v)+16); st == canonOK {
-		if _, _, st := x.c.canonicalize(v, maxDepth, len(v)+16); st != canonOK {
+	if _, _, st := x.c.canonicalize(v, deep, grownBound(len(v))); st == canonOK {
+		if _, _, st := x.c.canonicalize(v, maxDepth, grownBound(len(v))); st != canonOK {
 			return x.fault("", "is nested deeper than max_depth ("+strconv.Itoa(maxDepth)+")")
 		}
 		return nil
@@ -176,7 +176,7 @@ func (x *explainer) content(v []byte, maxDepth int) *AdmitError {
 					return false
 				}
 				names = append(names, string(name))
-				if _, _, st := x.c.canonicalize(val, deep, len(val)+16); st != canonOK {
+				if _, _, st := x.c.canonicalize(val, deep, grownBound(len(val))); st != canonOK {
 					bad, seg = val, x.segment(level, string(name), i)
 					return false
 				}
@@ -186,7 +186,7 @@ func (x *explainer) content(v []byte, maxDepth int) *AdmitError {
 		case '[':
 			i := 0
 			scanErr = elements(v, x.stack, func(val []byte) error {
-				if _, _, st := x.c.canonicalize(val, deep, len(val)+16); st != canonOK {
+				if _, _, st := x.c.canonicalize(val, deep, grownBound(len(val))); st != canonOK {
 					bad, seg = val, append(append(append([]byte(nil), '['), strconv.Itoa(i)...), ']')
 					return errStop
 				}

@@ -97,6 +97,9 @@ func vectorBodies(t *testing.T) [][]byte {
 	return bodies
 }
 
+// digits9 is an integer literal of n nines.
+func digits9(n int) string { return strings.Repeat("9", n) }
+
 // quickSeeds are values at the edges of the grammar quickScan covers.
 var quickSeeds = []string{
 	`"a"`, `""`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\uD83D\uDE00"`, `"\u12"`, `"\x"`, `"abc`, "\"a\x01\"", "\"a\x7f\"", "\"é\"",
@@ -110,6 +113,10 @@ var quickSeeds = []string{
 	`"0123456789abcdef0123456789abcdef"`, `"0123456789abcde\"0123456789abcdef"`, `"0123456789abcdef\\n0123456789abcdef"`,
 	`0`, `-0`, `12`, `-`, `-x`, `01`, `1.`, `1.5`, `1.e5`, `1e`, `1e+`, `1E-7`, `1e+07x`, `-1.25e-3`, `123456789012345678901234567890`,
 	`true`, `tru`, `truex`, `false`, `fals`, `null`, `nul`, `NaN`, `Na`, `Infinity`, `Infinit`, `-Infinity`, `-Inf`,
+	// Integers at Python's digit limit, and what makes a long one a float.
+	digits9(maxIntDigits), "-" + digits9(maxIntDigits), digits9(maxIntDigits + 1), "-" + digits9(maxIntDigits+1),
+	digits9(maxIntDigits+1) + ".5", digits9(maxIntDigits+1) + "e1", digits9(maxIntDigits+1) + "E-1", digits9(maxIntDigits+1) + ".",
+	digits9(maxIntDigits+1) + "e", digits9(maxIntDigits+1) + "x", "[" + digits9(maxIntDigits+1) + "]", "[1," + digits9(maxIntDigits) + "]",
 	`{}`, `{ }`, `[]`, `[ ]`, `{"a":1}`, `{"a" : [1, 2, {"b": null}] , "c":"d"}`, `[1,]`, `[,1]`, `{"a":1,}`, `{"a"}`, `{"a":}`,
 	`{1:2}`, `[1 2]`, `[[[[[]]]]]`, `[{"a":[{"b":[true,false,null,NaN,-Infinity]}]}]`, "[\t\n\r 1 \t\n\r]", `{"a":1}}`, `[1]]`,
 	`{"model":"llama","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"stream":true}`,
@@ -257,7 +264,8 @@ func TestQuickStateLayout(t *testing.T) {
 		"E_UNTERMINATED": int(errUnterminated), "E_CONTROL": int(errControl), "E_UTF8": int(errUTF8),
 		"E_UESCAPE": int(errUEscape), "E_ESCAPE": int(errEscape), "E_NUMBER": int(errNumber), "E_VALUE": int(errValue),
 		"E_END": int(errEnd), "E_COMMA": int(errComma), "E_NAME": int(errName), "E_COLON": int(errColon),
-		"E_EXTRA": int(errExtra), "E_BLANK": int(errBlank),
+		"E_EXTRA": int(errExtra), "E_BLANK": int(errBlank), "E_INTDIGITS": int(errIntDigits),
+		"MAXINTDIGITS": maxIntDigits,
 	}
 	for name, w := range want {
 		if got, ok := defs[name]; !ok || got != w {

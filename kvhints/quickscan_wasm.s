@@ -58,6 +58,10 @@
 #define E_COLON 11
 #define E_EXTRA 12
 #define E_BLANK 13
+#define E_INTDIGITS 14
+
+// The most digits an integer literal may have (maxIntDigits).
+#define MAXINTDIGITS 4300
 
 // ST pushes the i32 address of the state.
 #define ST \
@@ -640,9 +644,13 @@ TEXT ·quickScan(SB), NOSPLIT, $0-64
 
 			// A number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? or
 			// -Infinity, the longest prefix (scanNumber). R7 is its start:
-			// past a minus sign, what is wrong is the number.
+			// past a minus sign, what is wrong is the number. R10 keeps the
+			// start too, and R9 gets the end of the integer digits, for the
+			// check of an integer's length at the end.
 			Get R0
 			Set R7
+			Get R0
+			Set R10
 			Get R6
 			I64Const $45 // '-'
 			I64Eq
@@ -687,6 +695,8 @@ TEXT ·quickScan(SB), NOSPLIT, $0-64
 			If
 				DIGITS
 			End
+			Get R0
+			Set R9
 			// A fraction needs a digit after the point.
 			Get R0
 			I64Const $1
@@ -754,6 +764,27 @@ TEXT ·quickScan(SB), NOSPLIT, $0-64
 							DIGITS
 						End
 					End
+				End
+			End
+			// Nothing after the integer digits: an integer, which Python
+			// cannot convert past MAXINTDIGITS digits, the sign not counted.
+			Get R0
+			Get R9
+			I64Eq
+			If
+				Get R9
+				Get R10
+				I64Sub
+				BYTEAT(R10, 0, R8)
+				Get R8
+				I64Const $45 // '-'
+				I64Eq
+				I64ExtendI32U
+				I64Sub
+				I64Const $MAXINTDIGITS
+				I64GtU
+				If
+					FAILAT(E_INTDIGITS, R10)
 				End
 			End
 		End // $after

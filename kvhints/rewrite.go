@@ -133,15 +133,17 @@ type hintSet struct {
 	lastNull bool   // the last one is null: the worker reads no hint
 }
 
-// Reserve makes room for a rewritten body of n bytes, so that no later
-// Rewrite of a body of at most n bytes allocates its output: a rewritten
-// body is never longer than the original (removal only cuts, and the
-// canonical form of an admitted envelope is never longer than its text).
+// Reserve makes room for the rewrite of a body of n bytes, so that no
+// later Rewrite of a body of at most n bytes allocates its output: removal
+// only cuts, and an admitted envelope is replaced by its canonical form,
+// which is at most MaxCompactBytes and can be longer than its text (a
+// float is written as Python writes it: 1e15 is 1000000000000000.0), so a
+// rewritten body is shorter than n + MaxCompactBytes, the room reserved.
 // The wasm guest reserves its body limit once at start-up: its linear
 // memory never shrinks and its garbage collector seldom runs, so an output
 // buffer grown step by step would leave every smaller one behind as garbage.
 func (r *Rewriter) Reserve(n int) {
-	if n > cap(r.out) {
+	if n += MaxCompactBytes; n > cap(r.out) {
 		r.out = make([]byte, 0, n)
 	}
 }
@@ -196,7 +198,8 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	}
 	// The envelope goes out under the literal key, whatever spelling it
 	// came under, so that a reader matching the key byte for byte sees it
-	// too. An escaped spelling is longer, so the body never grows.
+	// too. An escaped spelling is longer, so the key never grows the
+	// body (the canonical envelope may: see Reserve).
 	keyEnd := h.key + len(hintKey)
 	if keyEnd > len(body) || string(body[h.key:keyEnd]) != hintKey {
 		keyEnd, _, _ = scanString(body, h.key) // scanned before: no error

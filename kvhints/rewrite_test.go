@@ -135,6 +135,13 @@ func TestRewriteRejects(t *testing.T) {
 		{"utf32be bom", "\x00\x00\xfe\xff\x00\x00\x00{", 400, "UTF-32"},
 		{"unclosed", `{"a":[1,2}`, 400, "delimiter"},
 		{"hint breaks body", `{"kv_hints":{"a":}}`, 400, "value"},
+		// Python's json.loads cannot convert an integer of more than 4300
+		// digits (ValueError), wherever it is.
+		{"integer of 4301 digits", `{"a":` + digits9(4301) + `}`, 400, "4300 digits at byte 5"},
+		{"negative integer of 4301 digits", `{"a":[1,-` + digits9(4301) + `]}`, 400, "4300 digits at byte 8"},
+		{"integer of 4301 digits in a hint", `{"kv_hints":{"protocol_version":"0.1","n":` + digits9(4301) + `}}`, 400, "4300 digits"},
+		{"integer of 4301 digits at the top", digits9(4301), 400, "4300 digits at byte 0"},
+		{"integer of 4301 digits, then garbage", `{"a":` + digits9(4301) + `x}`, 400, "4300 digits"},
 	}
 	for _, c := range cases {
 		for _, trusted := range []bool{false, true} {
@@ -150,6 +157,34 @@ func TestRewriteRejects(t *testing.T) {
 	}
 	if out, res := Rewrite([]byte(`{"a":"1234"}`), Policy{MaxBodyBytes: 12}); res.Outcome != OutcomeNoHint || len(out) != 12 {
 		t.Errorf("at limit: %+v", res)
+	}
+}
+
+// TestIntegerDigitLimit holds the body scanner to Python's limit on the
+// digits of an integer: up to 4300, the sign not counted, is read; a float
+// is read at any length.
+func TestIntegerDigitLimit(t *testing.T) {
+	for _, c := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"4300 digits", digits9(4300), true},
+		{"-4300 digits", "-" + digits9(4300), true},
+		{"4301 digits", digits9(4301), false},
+		{"-4301 digits", "-" + digits9(4301), false},
+		{"4301 digits and a fraction", digits9(4301) + ".0", true},
+		{"4301 digits and an exponent", digits9(4301) + "e-4301", true},
+		{"4301 digits of fraction", "0." + digits9(4301), true},
+		{"4301-digit exponent", "1e" + digits9(4301), true},
+	} {
+		for _, trusted := range []bool{false, true} {
+			for _, body := range []string{`{"a":` + c.value + `}`, `{"kv_hints":{"n":[` + c.value + `]},"b":1}`, c.value} {
+				out, res := Rewrite([]byte(body), Policy{Trusted: trusted})
+				if rejected := res.Outcome == OutcomeRejected; rejected == c.ok || rejected && (out != nil || res.Status != 400) {
+					t.Errorf("%s (trusted=%v, %.12s…): %+v", c.name, trusted, body, res)
+				}
+			}
+		}
 	}
 }
 
@@ -214,6 +249,28 @@ func TestRewriterNoSnapshotAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { r.Rewrite(body, Policy{Trusted: true}) })
 	if allocs != 0 {
 		t.Fatalf("steady-state trusted rewrite allocates %v times", allocs)
+	}
+}
+
+// An admitted envelope whose numbers are rewritten as Python writes them
+// (floats that grow, shrink or stay, a long literal, -0) costs no
+// allocation in steady state, and its rewrite grows the body within the
+// room Reserve set aside.
+func TestRewriterFloatsAllocateNothing(t *testing.T) {
+	floats := `[1e15,0.10,1E2,-0,-0.0,1e-400,2.5,0.` + strings.Repeat("1", 900) + `,` + strings.Repeat("1e15,", 1000) + `7]`
+	body := []byte(`{"model":"m","kv_hints":` + strings.Replace(refEnvelope, `"block_hashes":[11,22]`, `"f":`+floats, 1) + `,"prompt":"x"}`)
+	r := Rewriter{NoSnapshot: true}
+	r.Reserve(len(body))
+	buf := cap(r.out)
+	out, res := r.Rewrite(body, Policy{Trusted: true})
+	if res.Outcome != OutcomeAdmitted || len(out) <= len(body) || !strings.Contains(string(out), `"f":[1000000000000000.0,0.1,100.0,0,-0.0,0.0,2.5,0.1111111111111111,`) {
+		t.Fatalf("%v: %.300s", res, out)
+	}
+	if cap(r.out) != buf {
+		t.Errorf("the rewrite grew the reserved buffer from %d to %d bytes", buf, cap(r.out))
+	}
+	if allocs := testing.AllocsPerRun(20, func() { r.Rewrite(body, Policy{Trusted: true}) }); allocs != 0 {
+		t.Fatalf("steady-state rewrite of floats allocates %v times", allocs)
 	}
 }
 

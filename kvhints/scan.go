@@ -38,6 +38,9 @@ const (
 	errColon
 	errExtra
 	errBlank // the whole body is whitespace: a message without an offset
+	// errIntDigits: an integer literal of more than maxIntDigits digits,
+	// which Python's json.loads cannot convert (ValueError).
+	errIntDigits
 )
 
 var errMessages = [...]string{
@@ -53,6 +56,7 @@ var errMessages = [...]string{
 	errName:         "expecting property name enclosed in double quotes",
 	errColon:        "expecting ':' delimiter",
 	errExtra:        "extra data",
+	errIntDigits:    "integer of more than 4300 digits",
 }
 
 // syntaxError describes why bytes are not JSON, with the offset it was found at.
@@ -317,6 +321,12 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
+// maxIntDigits is Python's default limit on the digits of an integer
+// literal (sys.get_int_max_str_digits(), 4300): json.loads raises
+// ValueError for an integer of more digits, the sign not counted, so the
+// worker cannot read such a body at all. Floats have no such limit.
+const maxIntDigits = 4300
+
 // numKind classifies a scanned number literal.
 type numKind uint8
 
@@ -330,7 +340,10 @@ const (
 // scanNumber scans the number at b[i] by Python's grammar
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? or -Infinity. Like Python it
 // stops at the longest valid prefix; the caller's delimiter check rejects the
-// rest ("01", "1.").
+// rest ("01", "1."). An integer (no fraction, no exponent) of more than
+// maxIntDigits digits is an error at its start, as Python cannot convert
+// it; it is found once the number has ended, so that quickScan, which
+// decides the same way, needs no count while it reads digits.
 func scanNumber(b []byte, i int) (int, numKind, error) {
 	start := i
 	if b[i] == '-' {
@@ -345,11 +358,24 @@ func scanNumber(b []byte, i int) (int, numKind, error) {
 	if i >= len(b) || b[i] < '0' || b[i] > '9' {
 		return 0, 0, errAt(start, errNumber)
 	}
+	digits := i
 	if b[i] == '0' {
 		i++
 	} else {
 		i = skipDigits(b, i)
 	}
+	end, kind := scanFraction(b, i)
+	// Too long only as an integer: a fraction or an exponent makes it a
+	// float, which Python reads at any length.
+	if kind == numInt && i-digits > maxIntDigits {
+		return 0, 0, errAt(start, errIntDigits)
+	}
+	return end, kind, nil
+}
+
+// scanFraction scans the optional fraction and exponent of a number whose
+// integer digits end at b[i], and returns its end and kind.
+func scanFraction(b []byte, i int) (int, numKind) {
 	kind := numInt
 	if i+1 < len(b) && b[i] == '.' && b[i+1] >= '0' && b[i+1] <= '9' {
 		kind = numFloat
@@ -365,7 +391,7 @@ func scanNumber(b []byte, i int) (int, numKind, error) {
 			i = skipDigits(b, j)
 		}
 	}
-	return i, kind, nil
+	return i, kind
 }
 
 // skipDigits returns the offset of the first non-digit at or after i,

@@ -19,7 +19,7 @@ func planConfigJSON(t *testing.T, edit func(map[string]any)) string {
 		"bindings": []any{
 			map[string]any{"name": "kvcm-a", "family": "kvcm", "authorized": true, "capabilities": fetch},
 			map[string]any{"name": "kvcm-b", "family": "kvcm", "authorized": false, "capabilities": fetch},
-			map[string]any{"name": "nixl", "family": "trtllm", "authorized": true, "capabilities": []any{}},
+			map[string]any{"name": "nixl", "family": "trtllm", "authorized": false, "capabilities": []any{}},
 		},
 		"registry": []any{hintEndpoint},
 		"request": map[string]any{
@@ -53,6 +53,14 @@ type planCase struct {
 	reason   any // string or nil
 	check    func(t *testing.T, out map[string]any)
 	noStdout bool
+}
+
+// noBinding checks that a plan names no binding: resolution found none.
+func noBinding(t *testing.T, out map[string]any) {
+	t.Helper()
+	if out["binding"] != nil {
+		t.Errorf("binding = %v, want null", out["binding"])
+	}
 }
 
 func request(cfg map[string]any) map[string]any { return cfg["request"].(map[string]any) }
@@ -97,8 +105,26 @@ func planCases() []planCase {
 		{name: "ambiguous", edit: func(c map[string]any) {
 			c["bindings"].([]any)[1].(map[string]any)["authorized"] = true
 		}, stdin: refEnvelope, code: exitRejected, path: "paired", reason: "ambiguous"},
+		// Resolution comes before capability: a second authorized binding
+		// in a supporting family is ambiguous even when it cannot handle
+		// the action, within the family and across families.
+		{name: "ambiguous with an incapable binding in the family", edit: func(c map[string]any) {
+			b := c["bindings"].([]any)[1].(map[string]any)
+			b["authorized"], b["capabilities"] = true, []any{}
+		}, stdin: refEnvelope, code: exitRejected, path: "paired", reason: "ambiguous", check: noBinding},
+		{name: "ambiguous with an incapable binding in another family", edit: func(c map[string]any) {
+			c["bindings"].([]any)[2].(map[string]any)["authorized"] = true
+		}, stdin: refEnvelope, code: exitRejected, path: "paired", reason: "ambiguous", check: noBinding},
+		{name: "the one authorized binding is incapable", edit: func(c map[string]any) {
+			c["bindings"].([]any)[0].(map[string]any)["capabilities"] = []any{}
+		}, stdin: refEnvelope, code: exitRejected, path: "paired", reason: "unresolved_missing",
+			check: func(t *testing.T, out map[string]any) {
+				if out["binding"] != "kvcm-a" || out["endpoint"] != nil {
+					t.Errorf("binding = %v, endpoint = %v, want kvcm-a and null", out["binding"], out["endpoint"])
+				}
+			}},
 		{name: "unresolved", edit: func(c map[string]any) { c["bindings"] = []any{} },
-			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "unresolved_missing"},
+			stdin: refEnvelope, code: exitRejected, path: "paired", reason: "unresolved_missing", check: noBinding},
 		{name: "unsupported", stdin: noFetch, code: exitRejected, path: "paired", reason: "unsupported",
 			check: func(t *testing.T, out map[string]any) {
 				if out["unknown_action_types"] != float64(1) {

@@ -72,36 +72,38 @@ func MustBindings(bs ...Binding) *Bindings {
 	return b
 }
 
-// Resolve finds the binding for candidate c. The bindings considered are
-// those in one of c's supporting families whose own capabilities include
-// c's action pair. With none, the mapping is missing; with none of them
-// authorized, it is unauthorized; with more than one authorized, it is
-// ambiguous, because no order of registration may choose. The one
-// authorized binding is returned with ReasonNone, or with
-// ReasonRequestPaired when it serves request-paired handoff. Resolve never
-// picks a second binding when the first is refused.
+// Resolve finds the binding for candidate c, in the seed's order: first
+// the trusted mapping, then the binding's capability. The mapping
+// considers every configured binding in one of c's supporting families:
+// with none, it is missing; with none of them authorized, unauthorized;
+// with more than one authorized, ambiguous, because no order of
+// registration may choose, and that holds even when only one of them can
+// handle the action (a family match is all the mapping knows). Only then
+// is the one authorized binding's own capability checked: when its
+// capabilities do not include c's action pair it is returned with
+// ReasonUnresolved, so the caller can say which binding it was. A capable
+// binding is returned with ReasonNone, or with ReasonRequestPaired when
+// it serves request-paired handoff. Resolve never picks a second binding
+// when the first is refused.
 func (bs *Bindings) Resolve(c Candidate) (Binding, Reason) {
 	if bs == nil {
 		return Binding{}, ReasonUnresolved
 	}
-	var supported, authorized int
+	var configured, authorized int
 	var found *binding
 	for i := range bs.list {
 		b := &bs.list[i]
 		if !c.SupportedBy(b.Family) {
 			continue
 		}
-		if _, ok := b.caps[c.key]; !ok {
-			continue
-		}
-		supported++
+		configured++
 		if b.Authorized {
 			authorized++
 			found = b
 		}
 	}
 	switch {
-	case supported == 0:
+	case configured == 0:
 		return Binding{}, ReasonUnresolved
 	case authorized == 0:
 		return Binding{}, ReasonUnauthorized
@@ -110,6 +112,9 @@ func (bs *Bindings) Resolve(c Candidate) (Binding, Reason) {
 	}
 	out := found.Binding
 	out.Capabilities = slices.Clone(out.Capabilities)
+	if _, ok := found.caps[c.key]; !ok {
+		return out, ReasonUnresolved
+	}
 	if out.RequestPaired {
 		return out, ReasonRequestPaired
 	}

@@ -87,12 +87,15 @@ const (
 	ReasonDiscarded
 	// ReasonUnsupported: no kv.fetch action matches the capabilities.
 	ReasonUnsupported
-	// ReasonUnresolved: no binding in the candidate's families supports
-	// its action.
+	// ReasonUnresolved: no binding is configured in the candidate's
+	// supporting families, or the one authorized binding there does not
+	// handle its action (Decision.Binding then names it).
 	ReasonUnresolved
-	// ReasonAmbiguous: more than one authorized binding could serve it.
+	// ReasonAmbiguous: more than one authorized binding in the
+	// candidate's supporting families, whatever their capabilities.
 	ReasonAmbiguous
-	// ReasonUnauthorized: bindings support it, none is authorized.
+	// ReasonUnauthorized: bindings are configured in the supporting
+	// families, none is authorized.
 	ReasonUnauthorized
 	// ReasonRequestPaired: the binding serves request-paired handoff.
 	ReasonRequestPaired
@@ -272,14 +275,16 @@ func (o *Orchestrator) Plan(req Request, hint Hint, caps Capabilities) Decision 
 
 	b, r := o.bindings.Resolve(c)
 	d.Binding = b.Name
-	switch r {
-	case ReasonUnresolved:
-		return d.paired(r, "no configured binding in the supporting families handles the action")
-	case ReasonUnauthorized:
-		return d.paired(r, "no binding that handles the action is authorized")
-	case ReasonAmbiguous:
-		return d.paired(r, "more than one authorized binding handles the action")
-	case ReasonRequestPaired:
+	switch {
+	case r == ReasonUnresolved && b.Name != "":
+		return d.paired(r, "the one authorized binding in the supporting families does not handle the action")
+	case r == ReasonUnresolved:
+		return d.paired(r, "no binding is configured in the supporting families")
+	case r == ReasonUnauthorized:
+		return d.paired(r, "no binding in the supporting families is authorized")
+	case r == ReasonAmbiguous:
+		return d.paired(r, "more than one authorized binding in the supporting families")
+	case r == ReasonRequestPaired:
 		return d.paired(r, "a kv.fetch never maps to a request-paired binding")
 	}
 

@@ -254,9 +254,20 @@ func TestResolution(t *testing.T) {
 		want     Reason
 		binding  string
 	}{
-		{name: "one capable binding among overlapping families",
-			bindings: []Binding{capable("a-old", famA, fetch2), capable("b-new", famB, fk), unauth("a-unauth", famA), capable("c", "famC", fk)},
+		{name: "one authorized binding among overlapping families",
+			bindings: []Binding{unauth("a-unauth", famA), capable("b-new", famB, fk), capable("c", "famC", fk)},
 			binding:  "b-new"},
+		// The mapping resolves among the authorized bindings first and
+		// checks the capability of the one it found after, so a second
+		// authorized binding makes the mapping ambiguous even when it
+		// cannot handle the action.
+		{name: "two authorized in one family, one capable",
+			bindings: []Binding{capable("a1", famA, fk), capable("a2", famA, fetch2)}, want: ReasonAmbiguous},
+		{name: "two authorized across families, one capable",
+			bindings: []Binding{capable("a-old", famA, fetch2), capable("b-new", famB, fk), unauth("a-unauth", famA), capable("c", "famC", fk)},
+			want:     ReasonAmbiguous},
+		{name: "the one authorized binding is incapable",
+			bindings: []Binding{capable("a", famA, fetch2), unauth("b", famB)}, want: ReasonUnresolved, binding: "a"},
 		{name: "several bindings in one family, one authorized",
 			bindings: []Binding{unauth("a1", famA), capable("a2", famA, fk), unauth("a3", famA)},
 			binding:  "a2"},
@@ -267,7 +278,9 @@ func TestResolution(t *testing.T) {
 		{name: "ambiguous with a request-paired binding",
 			bindings: []Binding{capable("a1", famA, fk), {Name: "p", Family: famB, Authorized: true, RequestPaired: true, Capabilities: []ActionKey{fk}}},
 			want:     ReasonAmbiguous},
-		{name: "missing", bindings: []Binding{capable("a", famA, fetch2), capable("c", "famC", fk)}, want: ReasonUnresolved},
+		{name: "missing", bindings: []Binding{capable("c", "famC", fk)}, want: ReasonUnresolved},
+		{name: "incapable beside a family outside", bindings: []Binding{capable("a", famA, fetch2), capable("c", "famC", fk)},
+			want: ReasonUnresolved, binding: "a"},
 		{name: "unauthorized only", bindings: []Binding{unauth("a", famA), unauth("b", famB)}, want: ReasonUnauthorized},
 	}
 	for _, tt := range tests {
@@ -283,8 +296,8 @@ func TestResolution(t *testing.T) {
 				if d.Reason != tt.want {
 					t.Fatalf("order %v: reason %v, want %v", order, d.Reason, tt.want)
 				}
-				if tt.want == ReasonNone && (d.Path != PathNamedFetch || d.Binding != tt.binding) {
-					t.Fatalf("order %v: %+v, want binding %s", order, d, tt.binding)
+				if tt.want == ReasonNone && d.Path != PathNamedFetch || d.Binding != tt.binding {
+					t.Fatalf("order %v: %+v, want binding %q", order, d, tt.binding)
 				}
 				if tt.want != ReasonNone {
 					r.assertNoLookup(t)

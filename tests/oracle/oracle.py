@@ -12,7 +12,10 @@ against the conformance vectors in tests/vectors/.
       rest of the body must be what json.loads of the request gives; the
       expected bytes must follow from the request by the member-removal /
       value-replacement rule; canonical_hint must be the canonical compact form
-      of the request's hint.  Reject cases are checked for shape.  A gRPC
+      of the request's hint, and exactly what the worker's own compact
+      json.dumps writes for the hint it read (numbers as Python writes them),
+      and a hint discarded as oversized must be over 65,536 bytes as the
+      worker measures it.  Reject cases are checked for shape.  A gRPC
       case passed uninspected must carry a gRPC content type and a gRPC
       message prefix, and json.loads must fail on its body.
 
@@ -197,7 +200,10 @@ def hint_members(b):
     return prefix, text, [m for m in members if m.name == "kv_hints"]
 
 
-# Canonical compact form, written independently of the generator.
+# Canonical compact form, written independently of the generator.  Numbers
+# are what the worker's json.dumps writes for what json.loads read: ints
+# exactly, floats as float.__repr__ (Infinity past the largest double), NaN
+# and Infinity as they came.
 
 class _Lit:
     __slots__ = ("text",)
@@ -207,8 +213,7 @@ class _Lit:
 
 
 def canonical_of(raw):
-    v = json.loads(raw, object_pairs_hook=lambda pairs: ("obj", pairs),
-                   parse_int=_Lit, parse_float=_Lit, parse_constant=_Lit)
+    v = json.loads(raw, object_pairs_hook=lambda pairs: ("obj", pairs), parse_constant=_Lit)
     out = []
     stack = [v]
     while stack:
@@ -409,6 +414,8 @@ def check_forward_vector(c, req):
         need(not nulls[-1], "discarded but the last kv_hints member is null")
         if len(hints) > 1:
             need(e["reason"] == "malformed", "several kv_hints members must be discarded as malformed")
+        if e["reason"] == "oversized":
+            check_oversized(c, req)
         return remove_hints(req)
     # admitted
     need(len(hints) == 1, "admitted needs exactly one kv_hints member")
@@ -418,7 +425,35 @@ def check_forward_vector(c, req):
     need(canonical_of(raw) == can, "canonical_hint is not the canonical compact form of the request's hint")
     need(len(can.encode("utf-8")) <= 65536, "canonical_hint longer than 65,536 bytes")
     need(same(json.loads(can), orig["kv_hints"]), "canonical_hint does not parse to the request's hint value")
+    # What the worker measures: its own compact json.dumps of what it read.
+    need(worker_dumps(orig["kv_hints"]) == can, "canonical_hint is not what the worker's json.dumps writes for the hint")
     return replace_hint(req, can)
+
+
+def worker_dumps(v):
+    """The worker's compact re-serialization of a hint it read, which it
+    measures against the 65,536-byte bound."""
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def check_oversized(c, req):
+    """An envelope discarded as oversized is over the bound as the worker
+    measures it, when the worker reads it as kvgate does (no duplicate
+    member, which json.loads would drop)."""
+    _, text, hints = hint_members(req)
+    if len(hints) != 1:
+        return
+    raw = text[hints[0].value_start:hints[0].value_end]
+    dup = []
+
+    def pairs(ps):
+        if len({k for k, _ in ps}) != len(ps):
+            dup.append(True)
+        return dict(ps)
+    v = json.loads(raw, object_pairs_hook=pairs)
+    if not dup:
+        size = len(worker_dumps(v).encode("utf-8", "surrogatepass"))
+        need(size > 65536, "discarded as oversized, but the worker measures %d bytes" % size)
 
 
 def orig_hint_is_null(req, m):

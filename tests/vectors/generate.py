@@ -53,7 +53,8 @@ assert len(REF.encode("utf-8")) == 213, len(REF.encode("utf-8"))
 # ---------------------------------------------------------------------------
 
 class Lit:
-    """A number literal or NaN/Infinity constant, kept exactly as received."""
+    """A number literal or NaN/Infinity constant as received (see py_number
+    for how the worker writes it back)."""
     __slots__ = ("text", "kind")
 
     def __init__(self, text, kind):
@@ -69,6 +70,19 @@ def parse_raw(text):
                       parse_int=lambda s: Lit(s, "int"),
                       parse_float=lambda s: Lit(s, "float"),
                       parse_constant=lambda s: Lit(s, "const"))
+
+
+def py_number(x):
+    """A number literal as the worker writes it back (docs/spec.md, "Compact
+    size"): json.loads then json.dumps.  An integer is exact (-0 is 0), a
+    float is float.__repr__ of the double it reads as (1E2 is 100.0, 1e15 is
+    1000000000000000.0, 1e16 is 1e+16, 1e-400 is 0.0) or Infinity and
+    -Infinity past the largest double; NaN and Infinity stay."""
+    if x.kind == "int":
+        return str(int(x.text))
+    if x.kind == "float":
+        return json.dumps(float(x.text))
+    return x.text
 
 
 def jstr(s):
@@ -106,7 +120,7 @@ def canon(v):
         elif isinstance(x, str):
             out.append(jstr(x))
         elif isinstance(x, Lit):
-            out.append(x.text)
+            out.append(py_number(x))
         elif x is True:
             out.append("true")
         elif x is False:
@@ -133,6 +147,8 @@ def pretty(text, indent=2, nl="\n"):
             if not x:
                 return "[]"
             return "[" + nl + ("," + nl).join(pad + rec(val, lvl + 1) for val in x) + nl + end + "]"
+        if isinstance(x, Lit):
+            return x.text  # literals as written: pretty-printing is the sender's
         return canon(x)
     return rec(v, 0)
 
@@ -614,15 +630,16 @@ def gen_admission():
               std(pretty(e)), "admitted", e)
     e = env(actions="[" + action(extra=[('"hint_source"', '"router-7"'), ('"weights"', "[0.5,1e-3]"),
                                          ('"opts"', '{"x":null,"y":false}')]) + "]")
-    hint_case(g, "extra-action-members", "extra members at action level kept untouched, in order", True,
-              std(pretty(e)), "admitted", e)
+    hint_case(g, "extra-action-members", "extra members at action level kept, in order (1e-3 written 0.001, as Python does)", True,
+              std(pretty(e)), "admitted", e.replace("1e-3", "0.001"))
     e = env(actions="[" + action({"action_type": '"vendor.unknown"'}) + "]")
     hint_case(g, "unknown-action-type", "an unknown action_type is kept (actions are opaque)", True,
               std(e), "admitted", e)
     e = env(actions="[" + action({"action_version": '"99.7-beta"'}) + "]")
     hint_case(g, "unknown-action-version", "an unknown action_version is kept", True, std(e), "admitted", e)
     e = env(actions="[" + action({"payload": '{"anything":[{"goes":"here"}],"n":-0}'}) + "]")
-    hint_case(g, "opaque-payload", "payload content is not interpreted", True, std(e), "admitted", e)
+    hint_case(g, "opaque-payload", "payload content is not interpreted (-0 is the integer 0 to Python)", True, std(e), "admitted",
+              e.replace('"n":-0', '"n":0'))
     e = env(actions="[" + action({"payload": "{}"}) + "]")
     hint_case(g, "empty-payload", "an empty payload object is admitted", True, std(e), "admitted", e)
     e = ('{"actions":[{"payload":{"block_hashes":[1]},"action_version":"1.0","action_type":"kv.fetch",'
@@ -930,11 +947,102 @@ def gen_numbers():
               B(MODEL(), K("seed", "18446744073709551616"), H(pretty(REF)), K("y", "1e400"), K("z", "NaN")), "admitted", REF)
     hint_case(g, "big-numbers-outside-stripped", "out-of-range numbers in the prompt with a stripped hint", False,
               B(MODEL(), K("seed", "18446744073709551616"), H(REF), K("y", "1e400")), "stripped")
-    e = env_payload('{"a":1.0,"b":1E+05,"c":-0,"d":-0.0,"e":0.10,"f":1e-7,"g":2E5,"h":100}')
-    hint_case(g, "literals-kept", "number literals are kept exactly as received (1.0, 1E+05, -0, 0.10, ...)", True,
-              std(pretty(e)), "admitted", e)
+    gen_python_numbers(g)
     hint_case(g, "integer-in-string-not-checked", "out-of-range digits inside a string are just a string", True,
               std(env_payload('{"h":"18446744073709551616"}')), "admitted")
+
+
+def sized(make, target):
+    """make(k) with k chosen so that the compact size as the worker measures
+    it (canon: numbers as json.dumps writes them) is exactly target."""
+    base = len(canon(parse_raw(make(0))).encode())
+    text = make(target - base)
+    assert len(canon(parse_raw(text)).encode()) == target, target
+    return text
+
+
+def gen_python_numbers(g):
+    """Numbers as the worker writes them back before it measures an envelope
+    (docs/spec.md, "Compact size"), and the integers it cannot read."""
+    e = env_payload('{"a":1.0,"b":1E+05,"c":-0,"d":-0.0,"e":0.10,"f":1e-7,"g":2E5,"h":100}')
+    hint_case(g, "literals-as-python-writes", "number literals are forwarded as json.dumps writes them (1E+05 is 100000.0, -0 is 0, 0.10 is 0.1)", True,
+              std(pretty(e)), "admitted", env_payload('{"a":1.0,"b":100000.0,"c":0,"d":-0.0,"e":0.1,"f":1e-07,"g":200000.0,"h":100}'))
+    # float.__repr__: shortest round-trip digits, fixed notation with .0 for
+    # a decimal exponent in -4..15, else scientific with a signed exponent of
+    # at least two digits.
+    shapes = [("1e15", "1e15", "1000000000000000.0"), ("1e16", "1e16", "1e+16"),
+              ("fixed-16-digits", "1234567890123456.0", "1234567890123456.0"),
+              ("17-digits", "12345678901234567.0", "1.2345678901234568e+16"),
+              ("largest-fixed", "9999999999999998.0", "9999999999999998.0"),
+              ("1e-4", "1e-4", "0.0001"), ("1e-5", "1e-5", "1e-05"), ("0-0001", "0.0001", "0.0001"),
+              ("0-00001", "0.00001", "1e-05"), ("9-999e-5", "0.00009999", "9.999e-05"),
+              ("upper-e2", "1E2", "100.0"), ("one-point-zero", "1.0", "1.0"), ("trailing-zeros", "2.50000", "2.5"),
+              ("neg-zero", "-0.0", "-0.0"), ("neg-zero-exponent", "-0e5", "-0.0"), ("zero-exponent-huge", "0E+999999", "0.0"),
+              ("underflow", "1e-400", "0.0"), ("neg-underflow", "-1e-400", "-0.0"),
+              ("min-subnormal", "5e-324", "5e-324"), ("half-min-subnormal-up", "2.4703282292062328e-324", "5e-324"),
+              ("half-min-subnormal-down", "2.4703282292062327e-324", "0.0"),
+              ("max-double-up", "1.7976931348623158e308", "1.7976931348623157e+308"),
+              ("below-overflow-midpoint", str(2 ** 1024 - 2 ** 970 - 1) + ".0", "1.7976931348623157e+308"),
+              ("exp-300", "2.5E+300", "2.5e+300"), ("u64-plus-one", "18446744073709551616.0", "1.8446744073709552e+19"),
+              ("long-mantissa", "3." + "1415926535" * 10, "3.1415926535141594"),
+              ("long-zeros-compensating-exponent", "0." + "0" * 12000 + "15e12005", "15000.0")]
+    for short, lit, want in shapes:
+        desc = lit if len(lit) < 30 else lit[:20] + "..."
+        hint_case(g, "py-float-" + short, "float " + desc + " in payload is forwarded as " + want, True,
+                  std(env_payload('{"f":' + lit + "}")), "admitted", env_payload('{"f":' + want + "}"))
+    for short, lit in [("overflow-midpoint", str(2 ** 1024 - 2 ** 970) + ".0"), ("max-double-plus", "1.7976931348623159e308")]:
+        hint_case(g, "py-float-" + short, "float " + lit[:20] + "... reads as Infinity: malformed", True,
+                  std(env_payload('{"f":' + lit + "}")), "malformed")
+    # Size: what the worker measures, not the literals' text.
+    e = env_payload('{"f":[' + ",".join(["1e15"] * 13000) + "]}")
+    worker = len(canon(parse_raw(e)).encode())
+    assert len(e) <= COMPACT_LIMIT < worker
+    hint_case(g, "floats-1e15-13000-oversized", "13,000 x 1e15: %d bytes as written, %d as the worker writes them: oversized" % (len(e), worker), True,
+              std(e), "oversized")
+    dec = "0.1" + "0" * 38 + "1"
+    e = env_payload('{"f":[' + ",".join([dec] * 1600) + "]}")
+    worker = len(canon(parse_raw(e)).encode())
+    assert len(e) > COMPACT_LIMIT >= worker
+    hint_case(g, "long-decimals-1600-admitted", "1,600 long decimals: %d bytes as written, %d as the worker writes them (0.1 each): admitted" % (len(e), worker), True,
+              std(e), "admitted", env_payload('{"f":[' + ",".join(["0.1"] * 1600) + "]}"))
+    many = lambda lit: (lambda k: env_payload('{"f":[' + ",".join([lit] * 3000) + '],"s":"' + "x" * k + '"}'))
+    for target, verdict in [(65536, "admitted"), (65537, "oversized")]:
+        e = sized(many("1e15"), target)
+        hint_case(g, "floats-1e15-%d-%s" % (target, verdict), "3,000 x 1e15 counted as 1000000000000000.0, compact size %d: %s" % (target, verdict), True,
+                  std(e), verdict)
+    for lit, word in [("1e400", "Infinity"), ("-1e400", "-Infinity")]:
+        make = lambda k, lit=lit: env(extra=[('"score"', lit), ('"note"', '"' + "x" * k + '"')])
+        for target, verdict in [(65536, "malformed"), (65537, "oversized")]:
+            e = sized(make, target)
+            assert len(e) < target
+            hint_case(g, "overflow-%s-%d-%s" % ("neg" if lit[0] == "-" else "pos", target, verdict),
+                      "%s counts as %s (%d bytes), compact size %d: %s" % (lit, word, len(word), target, verdict), True,
+                      std(e), verdict)
+    # Python's int max str digits (4300): json.loads cannot read a longer
+    # integer anywhere in a body, so neither does kvgate (400).
+    i4300, i4301 = "9" * 4300, "9" * 4301
+    both(g, "int-4300-digits-in-hint", "an integer of 4,300 digits in the hint is read, and out of range: malformed",
+         std(env_payload('{"n":' + i4300 + "}")), "malformed")
+    hint_case(g, "int-4300-digits-outside-admitted", "an integer of 4,300 digits outside the hint is read: admitted", True,
+              B(MODEL(), K("seed", i4300), H(REF), K("neg", "-" + i4300)), "admitted", REF)
+    for trusted in (False, True):
+        t = "-trusted" if trusted else "-untrusted"
+        hint_case(g, "int-4300-digits-no-hint" + t, "integers of 4,300 digits (sign not counted) without a hint: forwarded", trusted,
+                  B(MODEL(), K("seed", i4300), K("neg", "-" + i4300)), "no_hint")
+        hint_case(g, "float-4301-digits-outside" + t, "a float with 4,301 integer digits is read (floats have no digit limit)", trusted,
+                  B(MODEL(), K("x", "1" * 4301 + ".5"), K("y", "1" * 4301 + "e0"), H(REF)), "admitted" if trusted else "stripped",
+                  REF if trusted else None)
+        reject(g, "int-4301-digits-in-hint" + t, "an integer of 4,301 digits in the hint: json.loads cannot read the body: 400", trusted,
+               std(env_payload('{"n":' + i4301 + "}")).render())
+        reject(g, "neg-int-4301-digits-in-hint" + t, "an integer of -4,301 digits in the hint envelope: 400", trusted,
+               std(env(extra=[('"n"', "-" + i4301)])).render())
+        reject(g, "int-4301-digits-outside" + t, "an integer of 4,301 digits outside the hint: 400", trusted,
+               B(MODEL(), K("seed", i4301), H(REF)).render())
+        reject(g, "int-4301-digits-nested-no-hint" + t, "an integer of 4,301 digits deep in the prompt, no hint: 400", trusted,
+               B(MODEL(), K("messages", '[{"role":"user","content":[' + i4301 + "]}]")).render())
+        reject(g, "int-4301-digits-top" + t, "a body that is one integer of 4,301 digits: 400", trusted, i4301.encode())
+    reject(g, "neg-int-4301-digits-outside", "an integer of -4,301 digits outside any hint: 400", False,
+           B(MODEL(), K("x", "-" + i4301)).render())
 
 
 def gen_strings():
