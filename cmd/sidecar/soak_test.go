@@ -45,7 +45,8 @@ const (
 )
 
 // TestSoak sends 100,000 small requests from 64 concurrent clients through
-// the real binary (SOAK_REQUESTS overrides the count), then checks that the
+// the real binary (SOAK_REQUESTS overrides the count), changing the filter
+// configuration every two seconds meanwhile, then checks that the
 // sidecar's RSS stayed flat and that /metrics adds up exactly to what was
 // sent. Under -race the client side is too slow for make test's budget and
 // the sidecar binary is not race-instrumented anyway: it is skipped there.
@@ -72,7 +73,35 @@ func TestSoak(t *testing.T) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	defer worker.Close()
-	api, admin, pid := startBinaryPID(t, "-upstream", worker.URL)
+	// The filter configuration changes every two seconds while the soak
+	// runs (the sidecar's reload, as a ConfigMap update does it: a new file
+	// renamed over the old), between two documents that decide alike, so
+	// that every count below must still add up exactly.
+	cfgFile := t.TempDir() + "/filter.json"
+	configs := []string{`{"max_depth": 128}`, `{"max_depth": 129, "exclude_paths": ["/never-used"]}`}
+	if err := os.WriteFile(cfgFile, []byte(configs[0]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	api, admin, pid := startBinaryPID(t, "-upstream", worker.URL, "-filter-config", "@"+cfgFile)
+	stopReloads := make(chan struct{})
+	var rewrites atomic.Int64
+	reloadsDone := make(chan struct{})
+	go func() {
+		defer close(reloadsDone)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-stopReloads:
+				return
+			case <-tick.C:
+			}
+			tmp := cfgFile + ".next"
+			if os.WriteFile(tmp, []byte(configs[n%2]), 0o644) == nil && os.Rename(tmp, cfgFile) == nil {
+				rewrites.Add(1)
+			}
+		}
+	}()
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
@@ -162,6 +191,10 @@ func TestSoak(t *testing.T) {
 			to-warm, float64(rss(t, pid))/(1<<20), m["go_memstats_next_gc_bytes"]/(1<<20), m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_goroutines"])
 	}
 	elapsed := time.Since(start)
+	close(stopReloads)
+	<-reloadsDone
+	// The last rewrite is applied within a poll of the file.
+	time.Sleep(1500 * time.Millisecond)
 	rssAfter := rss(t, pid)
 	after := scrape(t, admin)
 	goalAfter := after["go_memstats_next_gc_bytes"]
@@ -172,6 +205,14 @@ func TestSoak(t *testing.T) {
 
 	bad, plain, hint := count(warm, warm+total)
 	delta := func(k string) int { return int(after[k] - before[k]) }
+	reloads := after[`kvgate_config_reloads_total{result="success"}`]
+	t.Logf("soak: %d configuration changes during the run, %.0f reloads", rewrites.Load(), reloads)
+	if rewrites.Load() > 0 && (reloads < 1 || reloads > float64(rewrites.Load())) {
+		t.Errorf("%.0f reloads for %d configuration changes", reloads, rewrites.Load())
+	}
+	if f := after[`kvgate_config_reloads_total{result="failure"}`]; f != 0 || after["kvgate_config_last_reload_successful"] != 1 {
+		t.Errorf("%.0f failed reloads, last successful %v", f, after["kvgate_config_last_reload_successful"])
+	}
 	for _, c := range []struct {
 		series string
 		want   int
