@@ -218,6 +218,25 @@ func New(ctx context.Context, module []byte, opts Options) (*Host, error) {
 	return h, nil
 }
 
+// hostModule is one module of host functions the guest imports: its name
+// and how its functions are exported.
+type hostModule struct {
+	name   string
+	export func(wazero.HostModuleBuilder)
+}
+
+// part returns the host functions' view of the instance they are called
+// for: the part of it that f picks.
+func part[T any](f func(*instance) *T) func(context.Context) (*T, bool) {
+	return func(ctx context.Context) (*T, bool) {
+		in, ok := instanceOf(ctx)
+		if !ok {
+			return nil, false
+		}
+		return f(in), true
+	}
+}
+
 // newPlugin is the shared part of the instances, with a plugin
 // configuration.
 func (h *Host) newPlugin(pluginConfig []byte) *abi.Plugin {
@@ -330,36 +349,23 @@ func (h *Host) compile(ctx context.Context, module []byte, closeOnDone bool) err
 		WithMemoryLimitPages(h.opts.MemoryLimitPages).
 		WithCloseOnContextDone(closeOnDone)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	b := rt.NewHostModuleBuilder("env")
-	hostcall.Export(b, abi.Funcs(), func(ctx context.Context) (*abi.Instance, bool) {
-		in, ok := instanceOf(ctx)
-		if !ok {
-			return nil, false
-		}
-		return &in.abi, true
-	})
-	if _, err := b.Instantiate(ctx); err != nil {
-		_ = rt.Close(ctx)
-		return fmt.Errorf("host: env module: %w", err)
-	}
-	b = rt.NewHostModuleBuilder("wasi_snapshot_preview1")
-	hostcall.Export(b, wasi.Funcs(), func(ctx context.Context) (*wasi.System, bool) {
-		in, ok := instanceOf(ctx)
-		if !ok {
-			return nil, false
-		}
-		return &in.wasi, true
-	})
-	if _, err := b.Instantiate(ctx); err != nil {
-		_ = rt.Close(ctx)
-		return fmt.Errorf("host: wasi module: %w", err)
+	mods := []hostModule{
+		{"env", func(b wazero.HostModuleBuilder) {
+			hostcall.Export(b, abi.Funcs(), part(func(in *instance) *abi.Instance { return &in.abi }))
+		}},
+		{"wasi_snapshot_preview1", func(b wazero.HostModuleBuilder) {
+			hostcall.Export(b, wasi.Funcs(), part(func(in *instance) *wasi.System { return &in.wasi }))
+		}},
 	}
 	if !closeOnDone {
-		b = rt.NewHostModuleBuilder(instrument.Module)
-		hostcall.Export(b, interruptFuncs(), instanceOf)
+		mods = append(mods, hostModule{instrument.Module, func(b wazero.HostModuleBuilder) { hostcall.Export(b, interruptFuncs(), instanceOf) }})
+	}
+	for _, m := range mods {
+		b := rt.NewHostModuleBuilder(m.name)
+		m.export(b)
 		if _, err := b.Instantiate(ctx); err != nil {
 			_ = rt.Close(ctx)
-			return fmt.Errorf("host: interrupt module: %w", err)
+			return fmt.Errorf("host: %s module: %w", m.name, err)
 		}
 	}
 	cm, err := rt.CompileModule(ctx, module)
@@ -548,9 +554,7 @@ func (h *Host) Filter(ctx context.Context, r *Request) (*Decision, error) {
 	switch {
 	case timedOut && err != nil:
 		h.release(in, reasonTimeout)
-		if err != nil {
-			err = &TrapError{Callback: callbackName(err), Err: fmt.Errorf("%w: the filter ran longer than %v", context.DeadlineExceeded, h.opts.CallTimeout)}
-		}
+		err = &TrapError{Callback: callbackName(err), Err: fmt.Errorf("%w: the filter ran longer than %v", context.DeadlineExceeded, h.opts.CallTimeout)}
 	case err != nil && isTrap(err):
 		h.release(in, reasonTrap)
 	case uint64(in.mem.Size()) > h.opts.RetireBytes:

@@ -21,8 +21,6 @@
 //     consumers (see kvhints/consumer).
 //   - Envelope, NewEnvelope, NewFetchAction: building an envelope that
 //     admission will accept, for producers.
-//   - ErrorBody and CheckContentEncoding: the small HTTP decisions every
-//     host shares (the OpenAI-style error body, the 415 rule).
 //
 // Two inner loops of the body scan also exist in WebAssembly assembly,
 // because Go compiled to wasm is slow on a tokenizer (RATIONALE.md). Each
@@ -34,8 +32,8 @@
 //     plainwords_other.go using that definition everywhere but wasm.
 //   - quickScan, the whole scanner as one loop that declines what it does
 //     not cover: quickscan_wasm.s with its declaration in
-//     quickscan_wasm.go; quickscan_other.go declines everything, so
-//     natively the Go scanner decides alone.
+//     quickscan_wasm.go. Natively it is never called (quickscan_other.go
+//     panics if it were): the Go scanner decides alone.
 //
 // Their tests (plainwords_test.go, quickscan_test.go) compare the assembly
 // with the Go code; `make wasip1` runs them, and the rest of the package's
