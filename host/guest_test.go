@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
 
 var (
@@ -62,31 +63,13 @@ func testCacheDir(t testing.TB) string {
 	return cacheDir
 }
 
-// logBuffer is a concurrency-safe slog sink for tests.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func newTestLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(&logBuffer{}, nil))
+	return slog.New(slog.NewTextHandler(&syncbuf.Buffer{}, nil))
 }
 
-func newTestHost(t testing.TB, opts Options) (*Host, *logBuffer) {
+func newTestHost(t testing.TB, opts Options) (*Host, *syncbuf.Buffer) {
 	t.Helper()
-	lb := &logBuffer{}
+	lb := &syncbuf.Buffer{}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/syncbuf"
+
 	"github.com/kvgate/kvgate/host/internal/instrument"
 	"github.com/kvgate/kvgate/wasm"
 )
@@ -34,7 +36,7 @@ func TestInstrumentModules(t *testing.T) {
 func TestCallTimeoutWithoutInstrumentation(t *testing.T) {
 	instrumentModule = func([]byte) ([]byte, error) { return nil, errors.New("test: no rewrite") }
 	defer func() { instrumentModule = instrument.Instrument }()
-	lb := &logBuffer{}
+	lb := &syncbuf.Buffer{}
 	h, err := New(context.Background(), testGuest(t), Options{PoolSize: 1, CallTimeout: 200 * time.Millisecond, CacheDir: testCacheDir(t),
 		Logger: slog.New(slog.NewTextHandler(lb, nil))})
 	if err != nil {

@@ -9,9 +9,10 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
 
 // -check-config runs every check a start runs on the flags and the filter
@@ -81,9 +82,8 @@ func TestShutdownLogDurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
+	var buf syncbuf.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan listeners, 1)
 	done := make(chan error, 1)
@@ -98,8 +98,6 @@ func TestShutdownLogDurations(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	want := map[string]string{"shutdown_delay": "10ms", "timeout": "30s"}
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var rec map[string]any
@@ -118,15 +116,4 @@ func TestShutdownLogDurations(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("no log line with %v:\n%s", want, buf.String())
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

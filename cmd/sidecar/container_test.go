@@ -12,13 +12,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
 
 // proc is the built sidecar binary running with its own environment.
 type proc struct {
 	api, admin string
 	cmd        *exec.Cmd
-	logs       *lockedBuffer
+	logs       *syncbuf.Buffer
 	done       chan struct{}
 }
 
@@ -28,7 +30,7 @@ type proc struct {
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	bin, _ := artifacts(t)
-	p := &proc{api: freeAddr(t), admin: freeAddr(t), logs: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{api: freeAddr(t), admin: freeAddr(t), logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"-listen", p.api, "-admin", p.admin, "-log-flush", "0"}, args...)...)
 	p.cmd.Env = append([]string{}, env...) // never nil: nil would inherit ours
 	p.cmd.Stderr = p.logs
@@ -114,7 +116,7 @@ func TestCacheDirFallsBackToMemory(t *testing.T) {
 func TestUpstreamRequired(t *testing.T) {
 	bin, _ := artifacts(t)
 	cmd := exec.Command(bin, "-listen", freeAddr(t), "-admin", freeAddr(t), "-log-flush", "0")
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError

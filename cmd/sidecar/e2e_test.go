@@ -11,9 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/tests/pki"
@@ -47,25 +48,7 @@ func startBinaryPID(t testing.TB, args ...string) (api, admin string, pid int) {
 type sidecarProc struct {
 	api, admin string
 	pid        int
-	stderr     *syncBuffer // what it has written to stderr so far
-}
-
-// syncBuffer is a bytes.Buffer written by one goroutine and read by others.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	stderr     *syncbuf.Buffer // what it has written to stderr so far
 }
 
 // startBinaryProc is startBinary that also returns the process id and its
@@ -83,7 +66,7 @@ func startBinaryEnv(t testing.TB, env []string, args ...string) *sidecarProc {
 	api, admin := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t), "-upstream", "echo"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,44 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the sink's timer goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-	n  int // writes
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.n++
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) writes() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
 
 func TestLogSink(t *testing.T) {
 	t.Run("info waits, warning flushes", func(t *testing.T) {
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		sink := newLogSink(&out, time.Hour)
 		defer sink.Close()
 		log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
@@ -52,12 +27,12 @@ func TestLogSink(t *testing.T) {
 			strings.Index(got, "request") > strings.Index(got, "upstream error") {
 			t.Fatalf("after a warning, want both lines in order, got %q", got)
 		}
-		if out.writes() != 1 {
-			t.Errorf("%d writes, want 1", out.writes())
+		if out.Writes() != 1 {
+			t.Errorf("%d writes, want 1", out.Writes())
 		}
 	})
 	t.Run("interval", func(t *testing.T) {
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		sink := newLogSink(&out, 20*time.Millisecond)
 		defer sink.Close()
 		slog.New(slog.NewJSONHandler(sink, nil)).Info("request")
@@ -70,12 +45,12 @@ func TestLogSink(t *testing.T) {
 		}
 	})
 	t.Run("size and close", func(t *testing.T) {
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		sink := newLogSink(&out, time.Hour)
 		log := slog.New(slog.NewJSONHandler(sink, nil))
 		line := strings.Repeat("x", 1000)
 		n := 0
-		for out.writes() == 0 {
+		for out.Writes() == 0 {
 			log.Info(line)
 			n++
 			if n > 2*logSinkSize/1000 {
@@ -94,7 +69,7 @@ func TestLogSink(t *testing.T) {
 		sink.Close() // twice is fine
 	})
 	t.Run("unbuffered", func(t *testing.T) {
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		sink := newLogSink(&out, 0)
 		defer sink.Close()
 		slog.New(slog.NewJSONHandler(sink, nil)).Info("request")
@@ -103,7 +78,7 @@ func TestLogSink(t *testing.T) {
 		}
 	})
 	t.Run("concurrent lines stay whole", func(t *testing.T) {
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		sink := newLogSink(&out, time.Millisecond)
 		log := slog.New(slog.NewJSONHandler(sink, nil))
 		var wg sync.WaitGroup

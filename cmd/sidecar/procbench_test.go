@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
 
 // The benchmarks in this file run every party in a process of its own, as
@@ -94,7 +96,7 @@ func startHelper(b *testing.B, role, upstream string) benchProc {
 	// races the two readers of that body (a few in a thousand requests;
 	// the sidecar, which reads the body before forwarding it, never does).
 	// Those lines are kept out of the benchmark's output.
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -116,7 +118,7 @@ func startSidecarProc(b *testing.B, bin, upstream string, args ...string) benchP
 	}
 	api, admin := freeAddr(b), freeAddr(b)
 	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(b), "-upstream", upstream}, args...)...)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

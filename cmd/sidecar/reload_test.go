@@ -12,10 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
 
 // configMapDir lays out a directory the way Kubernetes mounts a ConfigMap:
@@ -57,24 +58,6 @@ func (c *configMapDir) update(t *testing.T, content string) {
 	}
 }
 
-// syncLog is a log destination tests read while the sidecar writes.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
 // A -filter-config file mounted from a ConfigMap is applied when the
 // kubelet swaps it, on a kept-alive connection and without a restart; a
 // file that does not parse, and a body limit past the instance memory, are
@@ -82,7 +65,7 @@ func (l *syncLog) count(s string) int {
 // once instead of ending the process; counters carry on across reloads.
 func TestReloadConfigMapSwap(t *testing.T) {
 	cm := newConfigMapDir(t, `{"trust_kv_hints": false}`)
-	logs := &syncLog{}
+	logs := &syncbuf.Buffer{}
 	cfg, err := parseFlags([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t), "-upstream", "echo",
 		"-filter-config", "@" + cm.file(), "-log-flush", "0"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
@@ -172,15 +155,15 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	if a, _ := ask(); !a {
 		t.Error("a bad file replaced the running configuration")
 	}
-	if metric(failure) != 1 || metric(lastOK) != 0 || logs.count(notRel) != 1 {
-		t.Errorf("a bad file: failures %v, last successful %v, %d error lines; want 1, 0, 1", metric(failure), metric(lastOK), logs.count(notRel))
+	if metric(failure) != 1 || metric(lastOK) != 0 || logs.Count(notRel) != 1 {
+		t.Errorf("a bad file: failures %v, last successful %v, %d error lines; want 1, 0, 1", metric(failure), metric(lastOK), logs.Count(notRel))
 	}
 
 	// A body limit past what instance memory was sized for needs a restart.
 	cm.update(t, `{"trust_kv_hints": true, "max_body_bytes": 200000000}`)
 	time.Sleep(2500 * time.Millisecond)
-	if metric(failure) != 2 || logs.count("restart the sidecar") != 1 {
-		t.Errorf("a body limit past the instance memory: failures %v, %d lines naming a restart", metric(failure), logs.count("restart the sidecar"))
+	if metric(failure) != 2 || logs.Count("restart the sidecar") != 1 {
+		t.Errorf("a body limit past the instance memory: failures %v, %d lines naming a restart", metric(failure), logs.Count("restart the sidecar"))
 	}
 
 	// SIGHUP reads the file at once (the poll would within a second), and

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
 
 // BenchmarkReady starts the sidecar binary with a warm compilation cache
@@ -34,7 +36,7 @@ func BenchmarkReady(b *testing.B) {
 			start := func(bin string) (ready, full time.Duration) {
 				api, admin := freeAddr(b), freeAddr(b)
 				cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin}, args...)...)
-				logs := &syncBuffer{}
+				logs := &syncbuf.Buffer{}
 				cmd.Stderr = logs
 				t0 := time.Now()
 				if err := cmd.Start(); err != nil {

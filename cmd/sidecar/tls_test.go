@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/syncbuf"
+
 	"github.com/kvgate/kvgate/tests/pki"
 )
 
@@ -135,7 +137,7 @@ func TestTLSReload(t *testing.T) {
 	now := time.Now()
 	f.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tick := func() { mu.Lock(); now = now.Add(tlsReloadEvery); mu.Unlock() }
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

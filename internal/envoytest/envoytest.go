@@ -6,7 +6,6 @@
 package envoytest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,9 +18,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 )
 
 // Binary returns the Envoy binary named by $KVGATE_ENVOY (the Makefile sets
@@ -79,7 +79,7 @@ type Process struct {
 	// Admin is the admin listener's base URL.
 	Admin string
 	cmd   *exec.Cmd
-	log   *syncBuffer
+	log   *syncbuf.Buffer
 	done  chan struct{}
 }
 
@@ -95,7 +95,7 @@ func Start(tb testing.TB, bin string, config []byte, adminPort, concurrency int)
 	}
 	p := &Process{
 		Admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort),
-		log:   &syncBuffer{},
+		log:   &syncbuf.Buffer{},
 		done:  make(chan struct{}),
 	}
 	p.cmd = exec.Command(bin, "-c", path, "--disable-hot-restart", "--concurrency", fmt.Sprint(concurrency),
@@ -170,23 +170,6 @@ func get(url string) (string, error) {
 		return string(b), fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Pid returns the Envoy process's id, for tests that read its resource use

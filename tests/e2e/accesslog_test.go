@@ -1,38 +1,20 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/syncbuf"
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
-
-// lockedLog collects a process's output; safe to read while it runs.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // accessLines returns the JSON access log lines in log that have a path,
 // by path.
@@ -172,17 +154,17 @@ func TestAccessLogBothHosts(t *testing.T) {
 
 // loggingSidecar is the sidecar binary with its log readable while it runs.
 type loggingSidecar struct {
-	*lockedLog
+	*syncbuf.Buffer
 	addr string
 }
 
 func startLoggingSidecar(t *testing.T, bin, upstream, config, cache string) loggingSidecar {
 	t.Helper()
-	s := loggingSidecar{lockedLog: &lockedLog{}, addr: fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))}
+	s := loggingSidecar{Buffer: &syncbuf.Buffer{}, addr: fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))}
 	admin := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
 	cmd := exec.Command(bin, "-listen", s.addr, "-admin", admin, "-upstream", "http://"+upstream,
 		"-filter", modulePath, "-filter-config", config, "-cache-dir", cache)
-	cmd.Stdout, cmd.Stderr = s.lockedLog, s.lockedLog
+	cmd.Stdout, cmd.Stderr = s.Buffer, s.Buffer
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

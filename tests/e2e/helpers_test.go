@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/syncbuf"
+
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/internal/envoytest"
@@ -123,7 +125,7 @@ func startWorker(t testing.TB) *Worker {
 type sidecar struct {
 	API, Admin string // host:port
 	cmd        *exec.Cmd
-	log        *lockedLog // its stdout and stderr, readable while it runs
+	log        *syncbuf.Buffer // its stdout and stderr, readable while it runs
 }
 
 // startSidecar runs the sidecar binary with a plugin configuration in
@@ -133,7 +135,7 @@ func startSidecar(t testing.TB, bin, upstream, pluginConfig, cacheDir string, ex
 	s := &sidecar{
 		API:   fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t)),
 		Admin: fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t)),
-		log:   &lockedLog{},
+		log:   &syncbuf.Buffer{},
 	}
 	args := append([]string{"-listen", s.API, "-admin", s.Admin, "-upstream", "http://" + upstream,
 		"-filter", modulePath, "-filter-config", pluginConfig, "-cache-dir", cacheDir}, extra...)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/syncbuf"
+
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
@@ -21,7 +23,7 @@ import (
 type uvicornWorker struct {
 	// Addr is its host:port on loopback.
 	Addr string
-	log  *lockedLog
+	log  *syncbuf.Buffer
 }
 
 // uvicornKeepAlive is uvicorn's default --timeout-keep-alive, which the
@@ -34,7 +36,7 @@ func startUvicorn(t testing.TB, impl string) *uvicornWorker {
 	t.Helper()
 	python := envoytest.Python(t)
 	port := envoytest.FreePort(t)
-	w := &uvicornWorker{Addr: fmt.Sprintf("127.0.0.1:%d", port), log: &lockedLog{}}
+	w := &uvicornWorker{Addr: fmt.Sprintf("127.0.0.1:%d", port), log: &syncbuf.Buffer{}}
 	cmd := exec.Command(python, filepath.Join(repoRoot, "tests", "e2e", "uvicorn_worker.py"), "--port", fmt.Sprint(port), "--http", impl)
 	cmd.Stdout, cmd.Stderr = w.log, w.log
 	if err := cmd.Start(); err != nil {
