@@ -393,6 +393,23 @@ func TestValidate(t *testing.T) {
 	files, _ := filepath.Glob("*.yaml")
 	for _, f := range files {
 		abs, _ := filepath.Abs(f)
+		switch f {
+		case "kvgate-filter.yaml":
+			continue // not a bootstrap: the ECDS resource, validated with envoy-ecds.yaml
+		case "envoy-ecds.yaml":
+			// The committed file as it is, with its resource file at a
+			// path of the test's.
+			ecds := filepath.Join(dir, "ecds")
+			if err := os.MkdirAll(ecds, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ecds, "kvgate-filter.yaml"), FilterResource, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(f)
+			b = bytes.ReplaceAll(b, []byte("/etc/kvgate/ecds"), []byte(ecds))
+			abs = write("envoy-ecds.yaml", b)
+		}
 		if f == "envoy-mtls.yaml" {
 			// The committed file as it is, with the test's certificates
 			// in place of the operator's.

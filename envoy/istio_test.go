@@ -442,9 +442,11 @@ func podAnnotations(t *testing.T, o object) map[string]string {
 
 // envoyFilterApplied returns the committed bootstrap with the patches of
 // istio/envoyfilter.yaml applied to its listener the way Istio applies them
-// to the inbound listener: LISTENER and NETWORK_FILTER merged, HTTP_FILTER
-// inserted first (in place of the committed wasm filter), the module path
-// set to module.
+// to the inbound listener: LISTENER and NETWORK_FILTER merged, the wasm
+// HTTP_FILTER inserted first (in place of the committed wasm filter), the
+// module path set to module. The worker-connection patches (CLUSTER,
+// HTTP_ROUTE, the status check) are what the committed bootstrap already
+// has, as checkWorkerPatch shows.
 func envoyFilterApplied(t *testing.T, module string) []byte {
 	t.Helper()
 	d := committed(t)
@@ -468,6 +470,9 @@ func envoyFilterApplied(t *testing.T, module string) []byte {
 					tc.(Doc)[k] = x
 				}
 			case networking.EnvoyFilter_HTTP_FILTER:
+				if v["name"] == StatusCheckFilterName {
+					continue // the committed bootstrap has it (checkWorkerPatch: the same)
+				}
 				c, _ := Dig(v, "typed_config", "config", "vm_config")
 				c.(Doc)["code"] = Doc{"local": Doc{"filename": module}}
 				var rest []any

@@ -35,16 +35,20 @@ func TestEnvoyRunsWasm(t *testing.T) {
 	}
 	start := parseSeries(page)
 	want := series{
-		`trtllm_kv_hints_ignored_total{reason="untrusted"}`:       0,
-		`trtllm_kv_hints_ignored_total{reason="unknown_version"}`: 0,
-		`trtllm_kv_hints_ignored_total{reason="oversized"}`:       0,
-		`trtllm_kv_hints_ignored_total{reason="malformed"}`:       0,
-		`kvgate_kv_hints_admitted_total{}`:                        0,
-		`kvgate_bodies_rejected_total{status="400"}`:              0,
-		`kvgate_bodies_rejected_total{status="413"}`:              0,
-		`kvgate_bodies_rejected_total{status="415"}`:              0,
-		`kvgate_requests_uninspected_total{protocol="grpc"}`:      0,
-		`kvgate_requests_refused_total{protocol="grpc"}`:          0,
+		`trtllm_kv_hints_ignored_total{reason="untrusted"}`:        0,
+		`trtllm_kv_hints_ignored_total{reason="unknown_version"}`:  0,
+		`trtllm_kv_hints_ignored_total{reason="oversized"}`:        0,
+		`trtllm_kv_hints_ignored_total{reason="malformed"}`:        0,
+		`kvgate_kv_hints_admitted_total{}`:                         0,
+		`kvgate_bodies_rejected_total{status="400"}`:               0,
+		`kvgate_bodies_rejected_total{status="413"}`:               0,
+		`kvgate_bodies_rejected_total{status="415"}`:               0,
+		`kvgate_requests_uninspected_total{protocol="grpc"}`:       0,
+		`kvgate_requests_refused_total{protocol="grpc"}`:           0,
+		`kvgate_kv_hints_detected_total{reason="untrusted"}`:       0,
+		`kvgate_kv_hints_detected_total{reason="unknown_version"}`: 0,
+		`kvgate_kv_hints_detected_total{reason="oversized"}`:       0,
+		`kvgate_kv_hints_detected_total{reason="malformed"}`:       0,
 	}
 	if start.String() != want.String() {
 		t.Fatalf("series at start-up:\n%s\nwant:\n%s\nfull page:\n%s", start, want, grep(page, "kv"))
