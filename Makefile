@@ -26,7 +26,7 @@ run: godeps sidecar
 sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
 
-test: deps lint wasm-check wasip1 unit race oracle fuzz bench-smoke deploy
+test: deps lint wasm-check wasip1 envoy-module native-test unit race oracle fuzz bench-smoke deploy
 	@echo "make test: all checks passed"
 
 deps: godeps pydeps
@@ -139,6 +139,28 @@ release: wasm-check
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.1.0"; exit 2; }
 	rm -rf dist
 	cd deploy && $(GO) run ./cmd/release -version $(VERSION) -o ../dist
+
+# --- native Envoy module (envoy/native, issue 24) ---------------------------
+# `make envoy-module` builds bin/libkvgate.so, the filter as an Envoy
+# dynamic module (cgo, -buildmode=c-shared; gcc is installed with apt-get
+# when missing). `make run-envoy-native` starts Envoy on
+# envoy/envoy-native.yaml with it; `make native-test` runs its tests, the
+# real-Envoy ones included (KVGATE_NATIVE_MODULE makes them use this build).
+.PHONY: envoy-module run-envoy-native native-test
+NATIVE_MODULE := bin/libkvgate.so
+
+envoy-module:
+	@command -v gcc >/dev/null || { apt-get update && apt-get install -y gcc; }
+	CGO_ENABLED=1 $(GO) build -trimpath -buildmode=c-shared -o $(NATIVE_MODULE) ./envoy/native/libkvgate
+	rm -f $(basename $(NATIVE_MODULE)).h
+
+run-envoy-native: pydeps envoy-module
+	$(KVGATE_ENVOY) -c envoy/envoy-native.yaml --disable-hot-restart
+
+native-test: pydeps envoy-module
+	$(GO) test -count=1 ./envoy/native/... ./envoy/
+	KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) $(GO) test -count=1 -run 'Native' ./tests/e2e/
+# --- end native Envoy module -----------------------------------------------
 
 clean:
 	rm -rf bin dist $(VENV)
