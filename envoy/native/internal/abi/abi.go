@@ -188,6 +188,22 @@ func NewSeries(id uint, values []string) Series {
 	return s
 }
 
+// ID is the series' counter family id.
+func (s Series) ID() uint { return uint(s.id) }
+
+// Values are the series' label values.
+func (s Series) Values() []string {
+	if s.n == 0 {
+		return nil
+	}
+	vs := unsafe.Slice(s.values, int(s.n))
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = C.GoStringN(v.ptr, C.int(v.length))
+	}
+	return out
+}
+
 // IncrementOnConfig adds v to a series outside a stream (v = 0 makes the
 // series exist from start-up).
 func IncrementOnConfig(c Config, s Series, v uint64) MetricsResult {
