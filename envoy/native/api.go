@@ -10,6 +10,7 @@ import "github.com/kvgate/kvgate/envoy/native/internal/abi"
 type Stream interface {
 	RequestHeaders(dst []abi.Header) ([]abi.Header, bool)
 	RemoveRequestHeader(key string) bool
+	SetRequestHeader(key string, value []byte) bool
 	SendResponse(status int, headers [][2]string, body []byte, details string)
 	BodySize(t abi.BodyType) int
 	BodyChunks(t abi.BodyType, dst [][]byte) [][]byte
@@ -46,6 +47,9 @@ func (e envoyStream) RequestHeaders(dst []abi.Header) ([]abi.Header, bool) {
 	return e.f.RequestHeaders(e.s, dst)
 }
 func (e envoyStream) RemoveRequestHeader(key string) bool { return e.f.RemoveRequestHeader(key) }
+func (e envoyStream) SetRequestHeader(key string, value []byte) bool {
+	return e.f.SetRequestHeader(key, value)
+}
 func (e envoyStream) SendResponse(status int, headers [][2]string, body []byte, details string) {
 	e.f.SendResponse(status, headers, body, details)
 }

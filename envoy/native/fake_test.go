@@ -2,6 +2,7 @@ package native
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -81,6 +82,8 @@ type fakeStream struct {
 	panicOn string
 	// refuse makes the named callback report failure.
 	refuse string
+	// chunk is the size of the slices BodyChunks returns (7 when 0).
+	chunk int
 }
 
 type localReply struct {
@@ -113,6 +116,13 @@ func (s *fakeStream) RemoveRequestHeader(key string) bool {
 	return s.refuse != "RemoveRequestHeader"
 }
 
+func (s *fakeStream) SetRequestHeader(key string, value []byte) bool {
+	s.check("SetRequestHeader")
+	s.RemoveRequestHeader(key)
+	s.headers = append(s.headers, abi.Header{Key: []byte(key), Value: append([]byte(nil), value...)})
+	return s.refuse != "SetRequestHeader"
+}
+
 func (s *fakeStream) SendResponse(status int, headers [][2]string, body []byte, details string) {
 	if s.reply != nil {
 		panic("fake Envoy: a second local reply")
@@ -137,8 +147,8 @@ func (s *fakeStream) BodySize(t abi.BodyType) int {
 	return 0
 }
 
-// BodyChunks returns the buffer in slices of at most 7 bytes (Envoy's are
-// 16 KiB; small ones exercise the joining).
+// BodyChunks returns the buffer in slices of at most s.chunk bytes, 7 by
+// default (Envoy's are 16 KiB; small ones exercise the joining).
 func (s *fakeStream) BodyChunks(t abi.BodyType, dst [][]byte) [][]byte {
 	s.check("BodyChunks")
 	b := s.buf(t)
@@ -146,7 +156,7 @@ func (s *fakeStream) BodyChunks(t abi.BodyType, dst [][]byte) [][]byte {
 		return dst
 	}
 	for rest := *b; len(rest) > 0; {
-		n := min(len(rest), 7)
+		n := min(len(rest), cmp.Or(s.chunk, 7))
 		dst = append(dst, rest[:n:n])
 		rest = rest[n:]
 	}
@@ -229,6 +239,7 @@ type exchange struct {
 	forwarded bool
 	body      []byte
 	streamed  bool // a chunk went on before the end of the body
+	held      bool // the headers were still held at the end
 	headers   []abi.Header
 	state     map[string]string
 }
@@ -283,10 +294,13 @@ func (e *fakeEnvoy) request(headers [][2]string, body []byte, m mode, prep func(
 		return out
 	}
 	eos := len(body) == 0
-	if e.m.RequestHeaders(f, handle, eos) != HeadersContinue || s.reply != nil {
+	// held: the headers wait (StopIteration) until a later hook lets the
+	// stream go on, which Envoy does for headers and body together.
+	held := e.m.RequestHeaders(f, handle, eos) != HeadersContinue
+	if s.reply != nil {
 		return finish()
 	}
-	out.forwarded = true
+	out.forwarded = !held
 	if eos {
 		return finish()
 	}
@@ -305,7 +319,7 @@ func (e *fakeEnvoy) request(headers [][2]string, body []byte, m mode, prep func(
 			if !last {
 				out.streamed = true
 			}
-			streaming = true
+			streaming, held, out.forwarded = true, false, true
 			out.body = append(out.body, s.buffered...)
 			out.body = append(out.body, s.received...)
 			s.buffered = nil
@@ -324,12 +338,14 @@ func (e *fakeEnvoy) request(headers [][2]string, body []byte, m mode, prep func(
 		if st == TrailersContinue {
 			out.body = append(out.body, s.buffered...)
 			s.buffered = nil
+			out.forwarded = true
 		} else {
 			out.forwarded = false
 		}
-	} else if len(s.buffered) > 0 {
+	} else if len(s.buffered) > 0 || held {
 		out.forwarded = false // still held at the end of the stream
 	}
+	out.held = held
 	return finish()
 }
 

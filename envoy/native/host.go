@@ -32,6 +32,9 @@ type host struct {
 	// then (the Plugin explains a discarded hint from it after replacing).
 	drainBuffered, drainReceived int
 	replaced                     bool
+	// lengthRemoved: the Plugin removed Content-Length in this hook, which
+	// it does exactly when it will hold the body back for inspection.
+	lengthRemoved bool
 }
 
 var _ filter.Host = (*host)(nil)
@@ -51,7 +54,7 @@ var (
 // begin and end bracket one Plugin call in an event hook.
 func (h *host) begin(s Stream, inBody bool) {
 	h.s, h.inBody = s, inBody
-	h.replaced, h.drainBuffered, h.drainReceived = false, 0, 0
+	h.replaced, h.drainBuffered, h.drainReceived, h.lengthRemoved = false, 0, 0, false
 }
 
 // end applies a pending body replacement and forgets the stream.
@@ -125,6 +128,9 @@ func (h *host) RemoveRequestHeader(name string) error {
 	}
 	if !h.s.RemoveRequestHeader(name) {
 		return errHeaderRemove
+	}
+	if name == "content-length" {
+		h.lengthRemoved = true
 	}
 	return nil
 }

@@ -27,9 +27,11 @@
 package native
 
 import (
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/metricname"
@@ -90,8 +92,11 @@ type worker struct {
 	p        *filter.Plugin
 	h        *host
 	scratch  abi.Scratch
+	lenBuf   [20]byte
+	calls    uint32
+	yielded  time.Time
 	roots    []bool // configured, by config index
-	live     map[uint32]bool
+	live     map[uint32]uint8 // streams the Plugin knows: flag bits
 	failures uint64
 }
 
@@ -261,12 +266,35 @@ func (m *Module) worker(slot int) *worker {
 		ws = append(ws, nil)
 	}
 	if ws[slot] == nil {
-		w := &worker{live: map[uint32]bool{}}
+		w := &worker{live: map[uint32]uint8{}}
 		w.reset(m)
 		ws[slot] = w
 	}
 	m.workers.Store(&ws)
 	return ws[slot]
+}
+
+// yieldEvery is how long a worker's thread runs Go callbacks before it
+// yields once to the Go scheduler (see yield).
+const yieldEvery = 4 * time.Millisecond
+
+// yield lets the Go scheduler see the thread's goroutine scheduled now and
+// then. An Envoy thread that calls into Go runs every callback on one
+// goroutine that the scheduler otherwise never sees change: after 10 ms
+// of it, Go's sysmon takes it for a goroutine that will not yield and, on
+// every tick, takes the thread's P away while it is back in Envoy's C code
+// and hands it to another thread, which finds nothing to do; sysmon then
+// never backs off to its long sleeps. That cost more Envoy CPU per request
+// than the filter itself (RATIONALE.md). One Gosched every few
+// milliseconds (a few microseconds each) keeps sysmon idle.
+func (w *worker) yield() {
+	if w.calls++; w.calls&63 != 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(w.yielded) >= yieldEvery {
+		w.yielded = now
+		runtime.Gosched()
+	}
 }
 
 // reset gives the worker a fresh Plugin: at creation, and after a panic
@@ -282,7 +310,7 @@ func (w *worker) reset(m *Module) {
 // worker's root context for its configuration first; ok is false when the
 // configuration is unknown or cannot be applied.
 func (w *worker) stream(m *Module, cfgIdx int, id uint32) bool {
-	if w.live[id] {
+	if w.live[id]&streamLive != 0 {
 		return true
 	}
 	c := m.config(cfgIdx)
@@ -304,9 +332,17 @@ func (w *worker) stream(m *Module, cfgIdx int, id uint32) bool {
 		w.roots[cfgIdx] = true
 	}
 	w.p.OnContextCreate(id, root)
-	w.live[id] = true
+	w.live[id] = streamLive
 	return true
 }
+
+// Stream flags.
+const (
+	streamLive uint8 = 1 << iota
+	// streamHeld: the request headers are held back (StopIteration) with
+	// the body, so that they go upstream with it, with its length.
+	streamHeld
+)
 
 func decode(handle uintptr) (slot, cfgIdx int, id uint32) {
 	return int(handle >> handleSlotShift), int(handle>>handleConfigShift&0xffff) - 1, uint32(handle)
@@ -316,13 +352,14 @@ func decode(handle uintptr) (slot, cfgIdx int, id uint32) {
 // worker's lock with the host bound to the stream. A panic anywhere in it,
 // or a stream the module cannot serve, fails the request closed with a 503
 // and returns stop.
-func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn func(w *worker, id uint32) proxywasm.Action, cont int) (status int) {
+func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn func(w *worker, id uint32) proxywasm.Action, cont func(w *worker, id uint32) int) (status int) {
 	slot, cfgIdx, id := decode(handle)
 	if slot <= 0 {
 		m.failClosed(f, "a stream handle the module did not make")
 		return stop
 	}
 	w := m.worker(slot)
+	w.yield()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer func() {
@@ -345,30 +382,65 @@ func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn fu
 		return stop
 	}
 	if a == proxywasm.ActionContinue {
-		return cont
+		return cont(w, id)
 	}
 	return stop
 }
 
 // RequestHeaders is envoy_dynamic_module_on_http_filter_request_headers.
+//
+// Where the Plugin lets the headers go on but holds the body back for
+// inspection (it removed Content-Length), the module holds the headers
+// too, as Envoy's buffer filter does: they go upstream with the filtered
+// body, with its Content-Length, in one write, instead of ahead of it
+// with chunked framing. (The wasm filter cannot: a pause in proxy-wasm's
+// header callback stops the body from reaching it.)
 func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
 	return m.hook(f, handle, false, HeadersStopIteration, func(w *worker, id uint32) proxywasm.Action {
 		return w.p.OnRequestHeaders(id, 0, eos)
-	}, HeadersContinue)
+	}, func(w *worker, id uint32) int {
+		if w.h.lengthRemoved {
+			w.live[id] |= streamHeld
+			return HeadersStopIteration
+		}
+		return HeadersContinue
+	})
 }
 
-// RequestBody is envoy_dynamic_module_on_http_filter_request_body.
+// RequestBody is envoy_dynamic_module_on_http_filter_request_body. The
+// body of held headers is complete when the Plugin lets it go on at the
+// end of the stream: the headers get its length.
 func (m *Module) RequestBody(f abi.Filter, handle uintptr, eos bool) int {
 	return m.hook(f, handle, true, BodyStopAndBuffer, func(w *worker, id uint32) proxywasm.Action {
 		return w.p.OnRequestBody(id, w.h.BodySize(), eos)
-	}, BodyContinue)
+	}, func(w *worker, id uint32) int {
+		if w.live[id]&streamHeld != 0 {
+			w.live[id] &^= streamHeld
+			if eos {
+				s := m.newStream(w, f)
+				n := s.BodySize(abi.BufferedRequestBody)
+				if !s.ReceivedBufferedRequestBody() {
+					n += s.BodySize(abi.ReceivedRequestBody)
+				}
+				if !s.SetRequestHeader("content-length", strconv.AppendInt(w.lenBuf[:0], int64(n), 10)) {
+					m.failClosed(f, "cannot set content-length")
+					return BodyStopNoBuffer
+				}
+			}
+		}
+		return BodyContinue
+	})
 }
 
 // RequestTrailers is envoy_dynamic_module_on_http_filter_request_trailers.
+// A body that ends in trailers goes on chunked, its trailers after it.
 func (m *Module) RequestTrailers(f abi.Filter, handle uintptr) int {
 	return m.hook(f, handle, false, TrailersStop, func(w *worker, id uint32) proxywasm.Action {
 		return w.p.OnRequestTrailers(id, 0)
-	}, TrailersContinue)
+	}, func(w *worker, id uint32) int {
+		w.live[id] &^= streamHeld
+		return TrailersContinue
+	})
 }
 
 // Destroy is envoy_dynamic_module_on_http_filter_destroy: the stream is
@@ -383,7 +455,7 @@ func (m *Module) Destroy(handle uintptr) {
 	w := (*p)[slot]
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.live[id] {
+	if w.live[id]&streamLive != 0 {
 		delete(w.live, id)
 		w.p.OnDelete(id)
 	}

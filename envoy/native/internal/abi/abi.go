@@ -249,6 +249,16 @@ func (f Filter) RemoveRequestHeader(key string) bool {
 	return bool(ok)
 }
 
+// SetRequestHeader sets a request header to value, replacing every value
+// it had.
+func (f Filter) SetRequestHeader(key string, value []byte) bool {
+	ok := C.envoy_dynamic_module_callback_http_set_header(f.ptr(), C.envoy_dynamic_module_type_http_header_type_RequestHeader,
+		modStr(key), modBuf(value))
+	runtime.KeepAlive(key)
+	runtime.KeepAlive(value)
+	return bool(ok)
+}
+
 // SendResponse answers the stream locally with status, headers, body and
 // response code details.
 func (f Filter) SendResponse(status int, headers [][2]string, body []byte, details string) {
