@@ -28,7 +28,9 @@ type family struct {
 
 func newFakeEnv() *fakeEnv { return &fakeEnv{counts: map[string]uint64{}} }
 
-func (e *fakeEnv) Log(level int, msg string) { e.logs = append(e.logs, fmt.Sprintf("%d %s", level, msg)) }
+func (e *fakeEnv) Log(level int, msg string) {
+	e.logs = append(e.logs, fmt.Sprintf("%d %s", level, msg))
+}
 
 func (e *fakeEnv) DefineCounter(name string, labels []string) (uint, error) {
 	if e.failDef {

@@ -95,7 +95,7 @@ type worker struct {
 	lenBuf   [20]byte
 	calls    uint32
 	yielded  time.Time
-	roots    []bool // configured, by config index
+	roots    []bool           // configured, by config index
 	live     map[uint32]uint8 // streams the Plugin knows: flag bits
 	failures uint64
 }
