@@ -43,29 +43,29 @@ type envoyStream struct {
 	s *abi.Scratch
 }
 
-func (e envoyStream) RequestHeaders(dst []abi.Header) ([]abi.Header, bool) {
+func (e *envoyStream) RequestHeaders(dst []abi.Header) ([]abi.Header, bool) {
 	return e.f.RequestHeaders(e.s, dst)
 }
-func (e envoyStream) RemoveRequestHeader(key string) bool { return e.f.RemoveRequestHeader(key) }
-func (e envoyStream) SetRequestHeader(key string, value []byte) bool {
+func (e *envoyStream) RemoveRequestHeader(key string) bool { return e.f.RemoveRequestHeader(key) }
+func (e *envoyStream) SetRequestHeader(key string, value []byte) bool {
 	return e.f.SetRequestHeader(key, value)
 }
-func (e envoyStream) SendResponse(status int, headers [][2]string, body []byte, details string) {
+func (e *envoyStream) SendResponse(status int, headers [][2]string, body []byte, details string) {
 	e.f.SendResponse(status, headers, body, details)
 }
-func (e envoyStream) BodySize(t abi.BodyType) int { return e.f.BodySize(t) }
-func (e envoyStream) BodyChunks(t abi.BodyType, dst [][]byte) [][]byte {
+func (e *envoyStream) BodySize(t abi.BodyType) int { return e.f.BodySize(t) }
+func (e *envoyStream) BodyChunks(t abi.BodyType, dst [][]byte) [][]byte {
 	return e.f.BodyChunks(e.s, t, dst)
 }
-func (e envoyStream) AppendBody(t abi.BodyType, b []byte) bool { return e.f.AppendBody(t, b) }
-func (e envoyStream) DrainBody(t abi.BodyType, n int) bool     { return e.f.DrainBody(t, n) }
-func (e envoyStream) ReceivedBufferedRequestBody() bool        { return e.f.ReceivedBufferedRequestBody() }
-func (e envoyStream) SetFilterState(key, value string) bool    { return e.f.SetFilterState(key, value) }
-func (e envoyStream) AttributeString(a abi.Attribute) ([]byte, bool) {
+func (e *envoyStream) AppendBody(t abi.BodyType, b []byte) bool { return e.f.AppendBody(t, b) }
+func (e *envoyStream) DrainBody(t abi.BodyType, n int) bool     { return e.f.DrainBody(t, n) }
+func (e *envoyStream) ReceivedBufferedRequestBody() bool        { return e.f.ReceivedBufferedRequestBody() }
+func (e *envoyStream) SetFilterState(key, value string) bool    { return e.f.SetFilterState(key, value) }
+func (e *envoyStream) AttributeString(a abi.Attribute) ([]byte, bool) {
 	return e.f.AttributeString(a)
 }
-func (e envoyStream) AttributeBool(a abi.Attribute) (bool, bool) { return e.f.AttributeBool(a) }
-func (e envoyStream) Increment(s abi.Series, v uint64)           { e.f.Increment(s, v) }
+func (e *envoyStream) AttributeBool(a abi.Attribute) (bool, bool) { return e.f.AttributeBool(a) }
+func (e *envoyStream) Increment(s abi.Series, v uint64)           { e.f.Increment(s, v) }
 
 // EnvoyEnv is Env on Envoy, for the configuration cfg.
 type EnvoyEnv struct {

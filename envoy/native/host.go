@@ -59,6 +59,12 @@ func (h *host) begin(s Stream, inBody bool) {
 
 // end applies a pending body replacement and forgets the stream.
 func (h *host) end() error {
+	if panicProbe != nil && h.inBody {
+		if hs, ok := h.s.RequestHeaders(h.hdrs); ok {
+			h.hdrs = hs
+			panicProbe(h, "module")
+		}
+	}
 	s := h.s
 	h.s = nil
 	if !h.replaced {
@@ -115,8 +121,14 @@ func (h *host) RequestHeaders() ([]byte, error) {
 		b = append(b, 0)
 	}
 	h.hdrMap = b
+	if panicProbe != nil {
+		panicProbe(h, "plugin")
+	}
 	return b, nil
 }
+
+// panicProbe is set by the kvgate_panicprobe build (panicprobe.go).
+var panicProbe func(h *host, where string)
 
 func le32(b []byte, v int) []byte {
 	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))

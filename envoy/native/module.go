@@ -92,6 +92,7 @@ type worker struct {
 	p        *filter.Plugin
 	h        *host
 	scratch  abi.Scratch
+	es       envoyStream
 	lenBuf   [20]byte
 	calls    uint32
 	yielded  time.Time
@@ -104,11 +105,12 @@ type worker struct {
 func New(env Env) *Module {
 	m := &Module{env: env}
 	m.newStream = func(w *worker, f abi.Filter) Stream {
-		var s *abi.Scratch
-		if w != nil {
-			s = &w.scratch
+		if w == nil {
+			return &envoyStream{f: f}
 		}
-		return envoyStream{f: f, s: s}
+		// The worker's own, so that a hook allocates nothing.
+		w.es = envoyStream{f: f, s: &w.scratch}
+		return &w.es
 	}
 	return m
 }
@@ -387,6 +389,9 @@ func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn fu
 	return stop
 }
 
+// noopHooks is set by the kvgate_noop build (noop.go).
+var noopHooks bool
+
 // RequestHeaders is envoy_dynamic_module_on_http_filter_request_headers.
 //
 // Where the Plugin lets the headers go on but holds the body back for
@@ -396,6 +401,9 @@ func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn fu
 // with chunked framing. (The wasm filter cannot: a pause in proxy-wasm's
 // header callback stops the body from reaching it.)
 func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
+	if noopHooks {
+		return HeadersContinue
+	}
 	return m.hook(f, handle, false, HeadersStopIteration, func(w *worker, id uint32) proxywasm.Action {
 		return w.p.OnRequestHeaders(id, 0, eos)
 	}, func(w *worker, id uint32) int {
@@ -411,6 +419,9 @@ func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
 // body of held headers is complete when the Plugin lets it go on at the
 // end of the stream: the headers get its length.
 func (m *Module) RequestBody(f abi.Filter, handle uintptr, eos bool) int {
+	if noopHooks {
+		return BodyContinue
+	}
 	return m.hook(f, handle, true, BodyStopAndBuffer, func(w *worker, id uint32) proxywasm.Action {
 		return w.p.OnRequestBody(id, w.h.BodySize(), eos)
 	}, func(w *worker, id uint32) int {

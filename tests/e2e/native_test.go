@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
@@ -19,10 +21,9 @@ import (
 // The native module: $KVGATE_NATIVE_MODULE (make envoy-module's
 // bin/libkvgate.so, say), or envoy/native/libkvgate built once per test
 // binary with -buildmode=c-shared.
-var nativeBuild struct {
-	once sync.Once
-	path string
-	err  error
+var nativeBuilds struct {
+	sync.Mutex
+	m map[string]*build
 }
 
 func nativeModule(t testing.TB) string {
@@ -30,28 +31,49 @@ func nativeModule(t testing.TB) string {
 	if p := os.Getenv("KVGATE_NATIVE_MODULE"); p != "" {
 		return mustAbs(p)
 	}
-	nativeBuild.once.Do(func() {
-		nativeBuild.path = filepath.Join(buildDir, "libkvgate.so")
+	return nativeModuleTagged(t, "")
+}
+
+// nativeModuleTagged builds envoy/native/libkvgate with build tags (test
+// probes) once per test binary.
+func nativeModuleTagged(t testing.TB, tags string) string {
+	t.Helper()
+	nativeBuilds.Lock()
+	if nativeBuilds.m == nil {
+		nativeBuilds.m = map[string]*build{}
+	}
+	b := nativeBuilds.m[tags]
+	if b == nil {
+		b = &build{}
+		nativeBuilds.m[tags] = b
+	}
+	nativeBuilds.Unlock()
+	b.once.Do(func() {
+		b.path = filepath.Join(buildDir, "libkvgate"+strings.ReplaceAll(tags, ",", "-")+".so")
 		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-buildmode=c-shared",
-			"-o", nativeBuild.path, "./envoy/native/libkvgate")
+			"-tags", tags, "-o", b.path, "./envoy/native/libkvgate")
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			nativeBuild.err = fmt.Errorf("go build -buildmode=c-shared ./envoy/native/libkvgate: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build -buildmode=c-shared -tags %q ./envoy/native/libkvgate: %v\n%s", tags, err, out)
 		}
 	})
-	if nativeBuild.err != nil {
-		t.Fatal(nativeBuild.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return nativeBuild.path
+	return b.path
 }
 
 // startNativeEnvoy renders envoy-native.yaml with the given listeners in
 // front of upstream and starts Envoy on it.
 func startNativeEnvoy(t testing.TB, upstream string, listeners []envoy.Listener) *envoytest.Process {
 	t.Helper()
+	return startNativeEnvoyWith(t, nativeModule(t), upstream, listeners)
+}
+
+func startNativeEnvoyWith(t testing.TB, module, upstream string, listeners []envoy.Listener) *envoytest.Process {
+	t.Helper()
 	bin := envoytest.Binary(t)
-	module := nativeModule(t)
 	admin := envoytest.FreePort(t)
 	cfg, err := envoy.Render(envoy.Options{Template: envoy.NativeBootstrap, AdminPort: admin, Upstream: upstream,
 		ModulePath: module, Listeners: listeners})
@@ -164,5 +186,84 @@ func allSeries() []string {
 		`kvgate_bodies_rejected_total{status="415"}`,
 		`kvgate_requests_uninspected_total{protocol="grpc"}`,
 		`kvgate_requests_refused_total{protocol="grpc"}`,
+	}
+}
+
+// An Envoy without a callback the module calls (here: a build that
+// requires one no Envoy has) does not start: the module names the
+// callback, Envoy reports the failed load and exits with an error, without
+// a crash, and `envoy --mode validate` fails the same way.
+func TestNativeABIMismatch(t *testing.T) {
+	bin := envoytest.Binary(t)
+	module := nativeModuleTagged(t, "kvgate_abiprobe")
+	cfg, err := envoy.Render(envoy.Options{Template: envoy.NativeBootstrap, AdminPort: envoytest.FreePort(t), Upstream: "127.0.0.1:9",
+		ModulePath: module, Listeners: []envoy.Listener{{Name: "kvgate", Port: envoytest.FreePort(t)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "envoy.json")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"serve", "validate"} {
+		cmd := exec.Command(bin, "-c", path, "--mode", mode, "--disable-hot-restart", "-l", "info")
+		done := make(chan struct{})
+		var out []byte
+		go func() { out, err = cmd.CombinedOutput(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("%s: envoy did not stop on a module it cannot use", mode)
+		}
+		ee, ok := err.(*exec.ExitError)
+		if !ok || !ee.Exited() || ee.ExitCode() == 0 {
+			t.Errorf("%s: envoy ended with %v, want an exit with an error status (not a signal)", mode, err)
+		}
+		for _, want := range []string{
+			"kvgate: this Envoy does not provide the dynamic-module callback envoy_dynamic_module_callback_kvgate_probe_absent",
+			"envoy_dynamic_module_on_program_init returned null",
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s: envoy's output lacks %q:\n%s", mode, want, tail(string(out), 30))
+			}
+		}
+	}
+}
+
+// A Go panic inside Envoy never takes Envoy down: one in the Plugin's
+// callbacks and one in the module's own code both answer the request
+// with the filter's 503 (nothing forwarded), and Envoy serves the next
+// request as before.
+func TestNativePanicsFailClosed(t *testing.T) {
+	w := startWorker(t)
+	port := envoytest.FreePort(t)
+	e := startNativeEnvoyWith(t, nativeModuleTagged(t, "kvgate_panicprobe"), w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	body := []byte(`{"model":"m","kv_hints":{"protocol_version":"0.1"}}`)
+	for i, where := range []string{"plugin", "module", "plugin", "module"} {
+		key := fmt.Sprintf("native-panic/%s/%d", where, i)
+		r, err := send(addr, "POST", "/v1/completions", map[string]string{CaseHeader: key, "x-kvgate-test-panic": where}, body, i%2 == 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 503 || r.ContentType != "application/json" || !bytes.Equal(r.Body, filter.FailureBody) {
+			t.Errorf("panic in the %s: %d %q %s", where, r.Status, r.ContentType, r.Body)
+		}
+		if n := len(w.Records(key)); n != 0 {
+			t.Errorf("panic in the %s: the worker received the request", where)
+		}
+		key = fmt.Sprintf("native-after-panic/%d", i)
+		r, err = send(addr, "POST", "/v1/completions", map[string]string{CaseHeader: key}, body, false)
+		if err != nil || r.Status != 200 {
+			t.Fatalf("after a panic in the %s: %v %d %s", where, err, r.Status, r.Body)
+		}
+		if recs := w.Records(key); len(recs) != 1 || string(recs[0].Body) != `{"model":"m"}` {
+			t.Errorf("after a panic in the %s: the worker received %v", where, recs)
+		}
+	}
+	if !strings.Contains(e.Log(), "kvgate: internal error: kvgate test panic: module; answering 503") {
+		t.Errorf("the module's recovery was not logged:\n%s", tail(e.Log(), 20))
 	}
 }

@@ -248,6 +248,8 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 			cfg["configuration"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
 			filters = append(filters, f)
 		case "native":
+			// One module for every native row: a process runs one Go
+			// dynamic module (envoy/README.md).
 			tc := clone(native).(envoy.Doc)
 			tc["filter_name"] = "row-" + r.ID
 			tc["dynamic_module_config"].(envoy.Doc)["module"] = envoy.Doc{"local": envoy.Doc{"filename": s.NativePath}}

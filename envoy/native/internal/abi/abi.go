@@ -91,9 +91,18 @@ type Scratch struct {
 	labels  []C.envoy_dynamic_module_type_module_buffer
 }
 
+// probeMissing is set by the kvgate_abiprobe build (probe.go), which
+// requires a callback no Envoy has, to test the start-up error.
+var probeMissing func() string
+
 // Missing returns the name of the first callback kvgate calls that the
 // process does not provide, or "" when Envoy provides them all.
 func Missing() string {
+	if probeMissing != nil {
+		if name := probeMissing(); name != "" {
+			return name
+		}
+	}
 	if p := C.kvgate_abi_missing(); p != nil {
 		return C.GoString(p)
 	}
