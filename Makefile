@@ -157,6 +157,10 @@ envoy-module:
 run-envoy-native: pydeps envoy-module
 	$(KVGATE_ENVOY) -c envoy/envoy-native.yaml --disable-hot-restart
 
+# The release ships bin/libkvgate.so's build beside the wasm module; this
+# line only makes sure gcc is there.
+release: envoy-module
+
 native-test: pydeps envoy-module
 	$(GO) test -count=1 ./envoy/native/... ./envoy/
 	KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) $(GO) test -count=1 -run 'Native' ./tests/e2e/
