@@ -233,9 +233,9 @@ func TestNativeABIMismatch(t *testing.T) {
 }
 
 // A Go panic inside Envoy never takes Envoy down: one in the Plugin's
-// callbacks and one in the module's own code both answer the request
-// with the filter's 503 (nothing forwarded), and Envoy serves the next
-// request as before.
+// callbacks and a nil dereference (a SIGSEGV in Go code) in the module's
+// own code both answer the request with the filter's 503 (nothing
+// forwarded), and Envoy serves the next request as before.
 func TestNativePanicsFailClosed(t *testing.T) {
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
@@ -263,7 +263,7 @@ func TestNativePanicsFailClosed(t *testing.T) {
 			t.Errorf("after a panic in the %s: the worker received %v", where, recs)
 		}
 	}
-	if !strings.Contains(e.Log(), "kvgate: internal error: kvgate test panic: module; answering 503") {
+	if !strings.Contains(e.Log(), "kvgate: internal error: runtime error: invalid memory address or nil pointer dereference; answering 503") {
 		t.Errorf("the module's recovery was not logged:\n%s", tail(e.Log(), 20))
 	}
 }
