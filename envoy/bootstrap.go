@@ -256,6 +256,9 @@ func toNative(d Doc) error {
 	}
 	wc, err := WasmConfig(d)
 	if err != nil {
+		if _, nerr := NativeConfig(d); nerr == nil {
+			return nil // already native
+		}
 		return err
 	}
 	if err := set(nc, []string{"filter_config", "value"}, stringAt(wc, "configuration", "value")); err != nil {
