@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/kvgate/kvgate/envoy/native/internal/abi"
 	"github.com/kvgate/kvgate/filter"
@@ -125,6 +126,17 @@ func (h *host) RequestHeaders() ([]byte, error) {
 		panicProbe(h, "plugin")
 	}
 	return b, nil
+}
+
+// grpcLabelled reports whether the request headers read in this hook
+// label the request gRPC (filter.IsGRPCContentType).
+func (h *host) grpcLabelled() bool {
+	for _, p := range h.hdrs {
+		if len(p.Key) == len("content-type") && strings.EqualFold(string(p.Key), "content-type") && filter.IsGRPCContentType(p.Value) {
+			return true
+		}
+	}
+	return false
 }
 
 // panicProbe is set by the kvgate_panicprobe build (panicprobe.go).

@@ -400,7 +400,9 @@ var noopHooks bool
 // too, as Envoy's buffer filter does: they go upstream with the filtered
 // body, with its Content-Length, in one write, instead of ahead of it
 // with chunked framing. (The wasm filter cannot: a pause in proxy-wasm's
-// header callback stops the body from reaching it.)
+// header callback stops the body from reaching it.) A request labelled
+// gRPC keeps the wasm filter's order, headers first: a streaming call may
+// wait for the server's headers before it sends a message.
 func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
 	if noopHooks {
 		return HeadersContinue
@@ -408,7 +410,7 @@ func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
 	return m.hook(f, handle, false, HeadersStopIteration, func(w *worker, id uint32) proxywasm.Action {
 		return w.p.OnRequestHeaders(id, 0, eos)
 	}, func(w *worker, id uint32) int {
-		if w.h.lengthRemoved {
+		if w.h.lengthRemoved && !w.h.grpcLabelled() {
 			w.live[id] |= streamHeld
 			return HeadersStopIteration
 		}

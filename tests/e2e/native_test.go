@@ -267,3 +267,14 @@ func TestNativePanicsFailClosed(t *testing.T) {
 		t.Errorf("the module's recovery was not logged:\n%s", tail(e.Log(), 20))
 	}
 }
+
+// gRPC through the native module as TestEnvoyGRPC through the wasm filter:
+// a unary call passes uninspected, a client stream's first message reaches
+// the worker while the stream is open, UTF-32 JSON labelled gRPC is
+// refused with grpc-status 3, "grpc": "refuse" answers grpc-status 7.
+func TestNativeGRPC(t *testing.T) { testGRPC(t, startNativeEnvoy) }
+
+// The body limit is one value with the native module too: 30 MiB forwarded
+// whole under a 32 MiB max_body_bytes, 33 MiB answered with the filter's
+// 413 naming 32 MiB (TestEnvoyLargeBodyLimit).
+func TestNativeLargeBodyLimit(t *testing.T) { testLargeBodyLimit(t, startNativeEnvoy) }
