@@ -26,7 +26,7 @@ run: godeps sidecar
 sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
 
-test: deps lint wasm-check wasip1 envoy-module native-test unit race oracle fuzz bench-smoke deploy
+test: deps envoy-module lint wasm-check wasip1 native-test unit race oracle fuzz bench-smoke deploy
 	@echo "make test: all checks passed"
 
 deps: godeps pydeps
