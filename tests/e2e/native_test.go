@@ -278,3 +278,32 @@ func TestNativeGRPC(t *testing.T) { testGRPC(t, startNativeEnvoy) }
 // whole under a 32 MiB max_body_bytes, 33 MiB answered with the filter's
 // 413 naming 32 MiB (TestEnvoyLargeBodyLimit).
 func TestNativeLargeBodyLimit(t *testing.T) { testLargeBodyLimit(t, startNativeEnvoy) }
+
+// An Envoy the module does not support ($KVGATE_ENVOY_UNSUPPORTED: make
+// native-versions sets it to Envoy 1.38.3, whose ABI lacks a callback the
+// module calls) stops at start-up with the module's reason, the real
+// module and no probe. Skipped without the variable.
+func TestNativeRefusedByUnsupportedEnvoy(t *testing.T) {
+	bin := os.Getenv("KVGATE_ENVOY_UNSUPPORTED")
+	if bin == "" {
+		t.Skip("$KVGATE_ENVOY_UNSUPPORTED is not set")
+	}
+	cfg, err := envoy.Render(envoy.Options{Template: envoy.NativeBootstrap, AdminPort: envoytest.FreePort(t), Upstream: "127.0.0.1:9",
+		ModulePath: nativeModule(t), Listeners: []envoy.Listener{{Name: "kvgate", Port: envoytest.FreePort(t)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "envoy.json")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", path, "--mode", "validate", "--disable-hot-restart", "-l", "info")
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || !ee.Exited() || ee.ExitCode() == 0 {
+		t.Errorf("envoy ended with %v, want an exit with an error status (not a signal):\n%s", err, tail(string(out), 20))
+	}
+	if !strings.Contains(string(out), "kvgate: this Envoy does not provide the dynamic-module callback ") {
+		t.Errorf("envoy's output lacks the module's reason:\n%s", tail(string(out), 20))
+	}
+}
