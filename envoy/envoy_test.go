@@ -392,6 +392,9 @@ func TestValidate(t *testing.T) {
 	tlsFiles := testTLSFiles(t, dir)
 	files, _ := filepath.Glob("*.yaml")
 	for _, f := range files {
+		if f == "envoy-native.yaml" {
+			continue // needs the built native module: native_test.go validates it
+		}
 		abs, _ := filepath.Abs(f)
 		switch f {
 		case "kvgate-filter.yaml":

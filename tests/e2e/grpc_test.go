@@ -92,10 +92,14 @@ func h2cClient() *http.Client {
 // as JSON and refused the gRPC way (grpc-status 3); with "grpc": "refuse"
 // a call gets grpc-status 7. The counters come out labelled in Envoy's
 // /stats/prometheus.
-func TestEnvoyGRPC(t *testing.T) {
+func TestEnvoyGRPC(t *testing.T) { testGRPC(t, startEnvoy) }
+
+// testGRPC is TestEnvoyGRPC on the Envoy startHost runs (the wasm
+// filter's, or the native module's: TestNativeGRPC).
+func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoy.Listener) *envoytest.Process) {
 	up := startGRPCUpstream(t)
 	pass, refuse := envoytest.FreePort(t), envoytest.FreePort(t)
-	e := startEnvoy(t, up.addr, []envoy.Listener{
+	e := startHost(t, up.addr, []envoy.Listener{
 		{Name: "grpc_pass", Port: pass, PluginConfig: `{}`},
 		{Name: "grpc_refuse", Port: refuse, PluginConfig: `{"grpc":"refuse"}`},
 	})

@@ -17,14 +17,18 @@ import (
 // hint, and a 33 MiB body gets the filter's 413 naming 32 MiB, with
 // Content-Length and chunked. Before, the buffer limit stayed at 5 MiB and
 // Envoy answered 413 "limit of 4194304 bytes" to the 30 MiB body.
-func TestEnvoyLargeBodyLimit(t *testing.T) {
+func TestEnvoyLargeBodyLimit(t *testing.T) { testLargeBodyLimit(t, startEnvoy) }
+
+// testLargeBodyLimit is TestEnvoyLargeBodyLimit on the Envoy startHost
+// runs (the wasm filter's, or the native module's: TestNativeLargeBodyLimit).
+func testLargeBodyLimit(t *testing.T, startHost func(testing.TB, string, []envoy.Listener) *envoytest.Process) {
 	if testing.Short() {
 		t.Skip("sends 30 and 33 MiB bodies")
 	}
 	const limit = 32 << 20
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
-	e := startEnvoy(t, w.Addr, []envoy.Listener{{Name: "big", Port: port, PluginConfig: fmt.Sprintf(`{"max_body_bytes":%d}`, limit)}})
+	e := startHost(t, w.Addr, []envoy.Listener{{Name: "big", Port: port, PluginConfig: fmt.Sprintf(`{"max_body_bytes":%d}`, limit)}})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	page, err := e.Prometheus()
 	if err != nil {

@@ -111,6 +111,7 @@ func start(tb testing.TB, concurrency int) *harness {
 		KvgatePath:  kvgateModule(),
 		KvgateBPath: absPath(os.Getenv("KVGATE_WASM_B")),
 		NoopPath:    noop,
+		NativePath:  nativeModule(tb),
 		BarePath:    bare,
 		BodyLimit:   filter.DefaultMaxBodyBytes,
 	}, h.Rows)
@@ -140,6 +141,24 @@ func kvgateModule() string {
 		p = filepath.Join("..", "..", "wasm", "kvgate.wasm")
 	}
 	return absPath(p)
+}
+
+// nativeModule is $KVGATE_NATIVE_MODULE (make envoy-module's
+// bin/libkvgate.so), or envoy/native/libkvgate built here.
+func nativeModule(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv("KVGATE_NATIVE_MODULE"); p != "" {
+		return absPath(p)
+	}
+	out := filepath.Join(tb.TempDir(), "libkvgate.so")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-trimpath",
+		"-o", out, "./envoy/native/libkvgate")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building the native module: %v\n%s", err, b)
+	}
+	return out
 }
 
 // absPath makes a path absolute ("" stays ""): Envoy runs elsewhere.
@@ -397,7 +416,10 @@ func BenchmarkEnvoy(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, id := range []string{"d", "e", "f"} {
+	for _, id := range []string{"d", "e", "f", "n", "n2"} {
+		if !slices.ContainsFunc(h.Rows, func(r *row) bool { return r.ID == id }) {
+			continue
+		}
 		b.ReportMetric(100*res.stat(0, id, rps).Ratio, id+"-%-req/s-of-b")
 		b.ReportMetric(res.stat(1, id, p50).Diff, id+"-+p50-µs")
 		b.ReportMetric(res.stat(0, id, cpu).Diff, id+"-+cpu-µs/req")
@@ -421,13 +443,15 @@ func TestRows(t *testing.T) {
 		}
 	}
 	// The same rule: kvgate and the ext_proc server answer bad bodies alike.
-	var d, f *row
+	var d, f, n *row
 	for _, r := range h.Rows {
 		switch r.ID {
 		case "d":
 			d = r
 		case "f":
 			f = r
+		case "n":
+			n = r
 		}
 	}
 	for _, c := range []struct {
@@ -439,8 +463,8 @@ func TestRows(t *testing.T) {
 		{"unclosed array", `[1,2`, nil, 400},
 		{"gzip", `{"model":"m"}`, map[string]string{"Content-Encoding": "gzip"}, 415},
 	} {
-		var got [2]string
-		for i, r := range []*row{d, f} {
+		var got [3]string
+		for i, r := range []*row{d, f, n} {
 			req, _ := http.NewRequest(http.MethodPost, h.url(r), strings.NewReader(c.body))
 			for k, v := range c.header {
 				req.Header.Set(k, v)
@@ -457,8 +481,8 @@ func TestRows(t *testing.T) {
 			}
 			got[i] = buf.String()
 		}
-		if got[0] != got[1] {
-			t.Errorf("%s: kvgate answered %s, ext_proc %s", c.name, got[0], got[1])
+		if got[0] != got[1] || got[0] != got[2] {
+			t.Errorf("%s: kvgate answered %s, ext_proc %s, the native module %s", c.name, got[0], got[1], got[2])
 		}
 	}
 

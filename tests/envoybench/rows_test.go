@@ -160,6 +160,8 @@ func allRows() []*row {
 		{ID: "d", Name: "kvgate, untrusted", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
 		{ID: "e", Name: "kvgate, trusted, 2 KiB envelope", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 		{ID: "f", Name: "ext_proc (Go gRPC), untrusted", Filters: "ext_proc", Rewrites: true, Ext: true},
+		{ID: "n", Name: "kvgate native module, untrusted", Filters: "native", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
+		{ID: "n2", Name: "kvgate native module, trusted, 2 KiB envelope", Filters: "native", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 	}
 }
 
@@ -173,6 +175,7 @@ type setup struct {
 	KvgatePath  string // wasm/kvgate.wasm
 	KvgateBPath string // $KVGATE_WASM_B, for rows d' and e'
 	NoopPath    string // the built testdata/noop
+	NativePath  string // the built native module (bin/libkvgate.so)
 	BarePath    string // bareModule
 	BodyLimit   int
 	Concurrency int
@@ -183,7 +186,9 @@ type setup struct {
 // buffer limits, route and local replies), with the row's HTTP filters in
 // place of the committed ones; a wasm row's filter is a copy of the
 // committed wasm filter (runtime, failure policy) with its own module,
-// configuration and VM, so no two rows share a VM.
+// configuration and VM, so no two rows share a VM; a native row's is a
+// copy of envoy/envoy-native.yaml's dynamic-module filter with its own
+// configuration (the module is loaded once, as Envoy loads any).
 func bootstrap(s setup, rs []*row) ([]byte, error) {
 	d, err := envoy.Parse(envoy.Bootstrap)
 	if err != nil {
@@ -208,6 +213,14 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 	}
 	if wasm == nil || router == nil {
 		return nil, fmt.Errorf("the committed listener lacks the wasm filter or the router")
+	}
+	nb, err := envoy.Parse(envoy.NativeBootstrap)
+	if err != nil {
+		return nil, err
+	}
+	native, err := envoy.NativeConfig(nb)
+	if err != nil {
+		return nil, err
 	}
 	var listeners []any
 	for _, r := range rs {
@@ -234,6 +247,14 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 			vm["code"] = envoy.Doc{"local": envoy.Doc{"filename": path}}
 			cfg["configuration"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
 			filters = append(filters, f)
+		case "native":
+			// One module for every native row: a process runs one Go
+			// dynamic module (envoy/README.md).
+			tc := clone(native).(envoy.Doc)
+			tc["filter_name"] = "row-" + r.ID
+			tc["dynamic_module_config"].(envoy.Doc)["module"] = envoy.Doc{"local": envoy.Doc{"filename": s.NativePath}}
+			tc["filter_config"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
+			filters = append(filters, envoy.Doc{"name": envoy.NativeFilterName, "typed_config": tc})
 		case "ext_proc":
 			filters = append(filters, envoy.Doc{"name": "envoy.filters.http.ext_proc", "typed_config": envoy.Doc{
 				"@type":              "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor",

@@ -6,6 +6,7 @@
 //	kvgate-sidecar-linux-*     the sidecar's static binaries
 //	kvhints-{linux,darwin}-*   the kvhints CLI
 //	kvgate.wasm                the module itself (for file:// and https:// URLs)
+//	libkvgate-linux-amd64.so   the native Envoy dynamic module (envoy/native), for Envoy 1.40
 //	wasmplugin.yaml            envoy/istio/wasmplugin.yaml with the release's image and digest
 //	images.txt                 each image's reference and digest
 //	SHA256SUMS                 sha256sum's format, for every file above
@@ -33,6 +34,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -153,6 +155,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
+	// The native module, beside the wasm one (its checksum in SHA256SUMS).
+	logf("build %s", NativeModule)
+	if err := nativeBuild(ctx, o, filepath.Join(o.Out, NativeModule)); err != nil {
+		return nil, err
+	}
+
 	// The sidecar image.
 	idx, err := sidecarIndex(o, sidecars)
 	if err != nil {
@@ -193,6 +201,40 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// NativeModule is the release's native Envoy dynamic module: built with
+// cgo for linux/amd64 (the one platform with a C toolchain here), loaded by
+// envoy/envoy-native.yaml's filter by file name, or as lib<name>.so from
+// $ENVOY_DYNAMIC_MODULES_SEARCH_PATH once renamed libkvgate.so.
+const NativeModule = "libkvgate-linux-amd64.so"
+
+// nativeBuild builds envoy/native/libkvgate as a C shared library,
+// reproducibly: -trimpath, no build ID, no symbol table, fixed GOAMD64, and
+// cgo's C compiled with the system gcc (the same gcc gives the same bytes).
+func nativeBuild(ctx context.Context, o Options, out string) error {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		return fmt.Errorf("release: the native module (%s) is built on linux/amd64 only, not %s/%s", NativeModule, runtime.GOOS, runtime.GOARCH)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-buildmode=c-shared",
+		"-ldflags", "-s -w -buildid=", "-o", out, "./envoy/native/libkvgate")
+	cmd.Dir = o.Root
+	env := []string{"CGO_ENABLED=1", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-buildvcs=false", "GOAMD64=v1", "GOEXPERIMENT=", "GOWORK=off",
+		"CGO_CFLAGS=-O2 -g0"}
+	for _, e := range os.Environ() {
+		k, _, _ := strings.Cut(e, "=")
+		switch k {
+		case "CGO_ENABLED", "GOOS", "GOARCH", "GOFLAGS", "GOAMD64", "GOEXPERIMENT", "GOWORK", "CGO_CFLAGS":
+			continue
+		}
+		env = append(env, e)
+	}
+	cmd.Env = env
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build -buildmode=c-shared ./envoy/native/libkvgate: %v\n%s", err, b)
+	}
+	// go build writes the cgo export header beside the library.
+	return os.Remove(strings.TrimSuffix(out, ".so") + ".h")
 }
 
 // goBuild builds pkg of the main module for one platform, reproducibly.

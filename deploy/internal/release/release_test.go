@@ -92,6 +92,39 @@ func TestReleaseReproducible(t *testing.T) {
 	t.Run("WasmPlugin", func(t *testing.T) { checkWasmPlugin(t, a, ra) })
 	t.Run("sidecar", func(t *testing.T) { checkSidecar(t, a, ra) })
 	t.Run("kvhints", func(t *testing.T) { checkCLI(t, a) })
+	t.Run("native", func(t *testing.T) { checkNative(t, a) })
+}
+
+// checkNative: the native module is an x86-64 ELF shared object that
+// exports the dynamic-module hooks Envoy looks up.
+func checkNative(t *testing.T, dir string) {
+	f, err := elf.Open(filepath.Join(dir, NativeModule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_DYN || f.Machine != elf.EM_X86_64 {
+		t.Errorf("%s: type %v machine %v, want a shared object for x86-64", NativeModule, f.Type, f.Machine)
+	}
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF {
+			exported[s.Name] = true
+		}
+	}
+	for _, name := range []string{"envoy_dynamic_module_on_program_init", "envoy_dynamic_module_on_http_filter_config_new",
+		"envoy_dynamic_module_on_http_filter_new", "envoy_dynamic_module_on_http_filter_request_body"} {
+		if !exported[name] {
+			t.Errorf("%s does not export %s", NativeModule, name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "libkvgate-linux-amd64.h")); err == nil {
+		t.Error("the cgo export header was left in the release")
+	}
 }
 
 // tree maps every file under dir to its SHA-256.
@@ -132,7 +165,7 @@ func checkSums(t *testing.T, dir string) {
 		listed = append(listed, name)
 	}
 	want := []string{"images.txt", "kvgate-sidecar-linux-amd64", "kvgate-sidecar-linux-arm64", "kvgate.wasm",
-		"kvhints-darwin-amd64", "kvhints-darwin-arm64", "kvhints-linux-amd64", "kvhints-linux-arm64", "wasmplugin.yaml"}
+		"kvhints-darwin-amd64", "kvhints-darwin-arm64", "kvhints-linux-amd64", "kvhints-linux-arm64", NativeModule, "wasmplugin.yaml"}
 	if !slices.Equal(listed, want) {
 		t.Errorf("SHA256SUMS lists %v, want %v", listed, want)
 	}

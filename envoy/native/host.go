@@ -1,0 +1,343 @@
+package native
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/kvgate/kvgate/envoy/native/internal/abi"
+	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/proxywasm"
+)
+
+// host is filter.Host on the Envoy stream of the current event hook, for
+// one worker's filter.Plugin: the same Plugin, and so the same decisions,
+// answers, metrics and properties, as the wasm module's, with Envoy's
+// dynamic-module callbacks in place of the proxy-wasm host functions.
+type host struct {
+	m *Module
+	// s is the stream of the hook being run; nil outside one.
+	s Stream
+	// inBody: the hook is a body hook, so Envoy's received body (the
+	// hook's data) is part of the body besides what was buffered.
+	inBody bool
+	// configuring is the configuration OnConfigure is reading.
+	configuring *config
+
+	hdrs   []abi.Header
+	hdrMap []byte
+	chunks [][]byte
+	body   []byte
+	// drain is what ReplaceRequestBody left to remove once the hook's
+	// Plugin call is over: the old body's bytes at the front of the
+	// buffered and received buffers. The old body stays readable until
+	// then (the Plugin explains a discarded hint from it after replacing).
+	drainBuffered, drainReceived int
+	replaced                     bool
+	// lengthRemoved: the Plugin removed Content-Length in this hook, which
+	// it does exactly when it will hold the body back for inspection.
+	lengthRemoved bool
+}
+
+var _ filter.Host = (*host)(nil)
+
+var (
+	errNoStream      = errors.New("no stream")
+	errNoHeaders     = errors.New("envoy returned no request headers")
+	errHeaderRemove  = errors.New("envoy refused to remove the header")
+	errAppendBody    = errors.New("envoy refused to append to the request body")
+	errDrainBody     = errors.New("envoy refused to drain the request body")
+	errUnknownMetric = errors.New("not a metric the configuration defined")
+	errNoConfig      = errors.New("no configuration is being read")
+	errFilterState   = errors.New("envoy refused to set the filter state")
+	errUnknownProp   = errors.New("not a property the native module supplies")
+)
+
+// begin and end bracket one Plugin call in an event hook.
+func (h *host) begin(s Stream, inBody bool) {
+	h.s, h.inBody = s, inBody
+	h.replaced, h.drainBuffered, h.drainReceived, h.lengthRemoved = false, 0, 0, false
+}
+
+// end applies a pending body replacement and forgets the stream.
+func (h *host) end() error {
+	if panicProbe != nil && h.inBody {
+		if hs, ok := h.s.RequestHeaders(h.hdrs); ok {
+			h.hdrs = hs
+			panicProbe(h, "module")
+		}
+	}
+	s := h.s
+	h.s = nil
+	if !h.replaced {
+		return nil
+	}
+	h.replaced = false
+	if h.drainBuffered > 0 && !s.DrainBody(abi.BufferedRequestBody, h.drainBuffered) {
+		return errDrainBody
+	}
+	if h.drainReceived > 0 && !s.DrainBody(abi.ReceivedRequestBody, h.drainReceived) {
+		return errDrainBody
+	}
+	return nil
+}
+
+func (h *host) Log(level proxywasm.LogLevel, msg string) {
+	// proxy-wasm's levels (trace 0 … critical 5) are Envoy's.
+	h.m.env.Log(int(level), msg)
+}
+
+func (h *host) PluginConfig(size int) ([]byte, error) {
+	if h.configuring == nil {
+		return nil, errNoConfig
+	}
+	return h.configuring.doc[:min(size, len(h.configuring.doc))], nil
+}
+
+// RequestHeaders encodes Envoy's request headers as a proxy-wasm map.
+func (h *host) RequestHeaders() ([]byte, error) {
+	if h.s == nil {
+		return nil, errNoStream
+	}
+	var ok bool
+	if h.hdrs, ok = h.s.RequestHeaders(h.hdrs); !ok {
+		return nil, errNoHeaders
+	}
+	n := 4
+	for _, p := range h.hdrs {
+		n += 8 + len(p.Key) + len(p.Value) + 2
+	}
+	b := h.hdrMap[:0]
+	if cap(b) < n {
+		b = make([]byte, 0, n)
+	}
+	b = le32(b, len(h.hdrs))
+	for _, p := range h.hdrs {
+		b = le32(b, len(p.Key))
+		b = le32(b, len(p.Value))
+	}
+	for _, p := range h.hdrs {
+		b = append(b, p.Key...)
+		b = append(b, 0)
+		b = append(b, p.Value...)
+		b = append(b, 0)
+	}
+	h.hdrMap = b
+	if panicProbe != nil {
+		panicProbe(h, "plugin")
+	}
+	return b, nil
+}
+
+// grpcLabelled reports whether the request headers read in this hook
+// label the request gRPC (filter.IsGRPCContentType).
+func (h *host) grpcLabelled() bool {
+	for _, p := range h.hdrs {
+		if len(p.Key) == len("content-type") && strings.EqualFold(string(p.Key), "content-type") && filter.IsGRPCContentType(p.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// panicProbe is set by the kvgate_panicprobe build (panicprobe.go).
+var panicProbe func(h *host, where string)
+
+func le32(b []byte, v int) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}
+
+func (h *host) RemoveRequestHeader(name string) error {
+	if h.s == nil {
+		return errNoStream
+	}
+	if !h.s.RemoveRequestHeader(name) {
+		return errHeaderRemove
+	}
+	if name == "content-length" {
+		h.lengthRemoved = true
+	}
+	return nil
+}
+
+// bodyParts returns the chunks of the whole body received so far: the
+// buffered ones, then, in a body hook, the hook's own data (unless it is
+// the buffered body itself, which an earlier filter's buffering makes it).
+func (h *host) bodyParts() (chunks [][]byte, buffered, received int) {
+	s := h.s
+	chunks = s.BodyChunks(abi.BufferedRequestBody, h.chunks[:0])
+	for _, c := range chunks {
+		buffered += len(c)
+	}
+	if h.inBody && !s.ReceivedBufferedRequestBody() {
+		n := len(chunks)
+		chunks = s.BodyChunks(abi.ReceivedRequestBody, chunks)
+		for _, c := range chunks[n:] {
+			received += len(c)
+		}
+	}
+	h.chunks = chunks
+	return chunks, buffered, received
+}
+
+// BodySize is the size of the whole body received so far, from Envoy's
+// sizes alone: it runs on every body hook, and walking the buffered slices
+// there would cost a 1 MiB body (64 hooks of 16 KiB) thousands of slices.
+func (h *host) BodySize() int {
+	s := h.s
+	n := s.BodySize(abi.BufferedRequestBody)
+	if h.inBody && !s.ReceivedBufferedRequestBody() {
+		n += s.BodySize(abi.ReceivedRequestBody)
+	}
+	return n
+}
+
+// RequestBody returns the first limit bytes of the body: Envoy's memory
+// itself when they lie in one slice, otherwise a copy.
+func (h *host) RequestBody(limit int) ([]byte, error) {
+	if h.s == nil {
+		return nil, errNoStream
+	}
+	chunks, _, _ := h.bodyParts()
+	switch {
+	case len(chunks) == 0:
+		return nil, nil
+	case len(chunks) == 1 || len(chunks[0]) >= limit:
+		return chunks[0][:min(limit, len(chunks[0]))], nil
+	}
+	b := h.body[:0]
+	for _, c := range chunks {
+		if len(b)+len(c) >= limit {
+			b = append(b, c[:limit-len(b)]...)
+			break
+		}
+		b = append(b, c...)
+	}
+	h.body = b
+	return b, nil
+}
+
+// ReplaceRequestBody appends the new body after the old one and removes
+// the old one when the hook's Plugin call is over (end).
+func (h *host) ReplaceRequestBody(oldSize int, body []byte) error {
+	if h.s == nil {
+		return errNoStream
+	}
+	_, buffered, received := h.bodyParts()
+	if buffered+received != oldSize {
+		return errors.New("request body changed size before it was replaced")
+	}
+	into := abi.BufferedRequestBody
+	if h.inBody && !h.s.ReceivedBufferedRequestBody() {
+		into = abi.ReceivedRequestBody
+	}
+	if len(body) > 0 && !h.s.AppendBody(into, body) {
+		return errAppendBody
+	}
+	h.replaced, h.drainBuffered, h.drainReceived = true, buffered, received
+	return nil
+}
+
+func (h *host) SendLocalResponse(status int, details string, body, headers []byte) error {
+	if h.s == nil {
+		return errNoStream
+	}
+	var hs [][2]string
+	if err := proxywasm.ForEachHeader(headers, func(k, v []byte) {
+		hs = append(hs, [2]string{string(k), string(v)})
+	}); err != nil {
+		return err
+	}
+	h.s.SendResponse(status, hs, body, details)
+	h.replaced = false // nothing is forwarded
+	return nil
+}
+
+// filterStateKey is the filter state object of a property: the name the
+// wasm filter's property gets in Envoy ("wasm.<name>"), so that one
+// access-log format serves both filters.
+func filterStateKey(path string) string {
+	switch path {
+	case filter.PropertyHint:
+		return "wasm." + filter.PropertyHint
+	case filter.PropertyHintReason:
+		return "wasm." + filter.PropertyHintReason
+	case filter.PropertyHintDetail:
+		return "wasm." + filter.PropertyHintDetail
+	case filter.PropertySenderTrusted:
+		return "wasm." + filter.PropertySenderTrusted
+	case filter.PropertySenderRule:
+		return "wasm." + filter.PropertySenderRule
+	}
+	return "wasm." + path
+}
+
+func (h *host) SetProperty(path, value string) error {
+	if h.s == nil {
+		return errNoStream
+	}
+	if !h.s.SetFilterState(filterStateKey(path), value) {
+		return errFilterState
+	}
+	return nil
+}
+
+// DefineCounter returns the id of a series the configuration being read
+// defined when Envoy created it: its index in the module's series table.
+func (h *host) DefineCounter(name string) (uint32, error) {
+	c := h.configuring
+	if c == nil {
+		return 0, errNoConfig
+	}
+	for i, n := range c.names {
+		if n == name {
+			return c.seriesBase + uint32(i), nil
+		}
+	}
+	return 0, errUnknownMetric
+}
+
+func (h *host) IncrementCounter(id uint32, delta int64) error {
+	if h.s == nil {
+		return errNoStream
+	}
+	s, ok := h.m.series(id)
+	if !ok {
+		return errUnknownMetric
+	}
+	h.s.Increment(s, uint64(delta))
+	return nil
+}
+
+// GetProperty reads the four sender properties from Envoy's attributes,
+// in the encoding Envoy gives them to a wasm filter: connection.mtls as one
+// byte, the SANs and source.address as their text; nil when absent.
+func (h *host) GetProperty(path string) ([]byte, error) {
+	if h.s == nil {
+		return nil, errNoStream
+	}
+	var a abi.Attribute
+	switch path {
+	case filter.PropertyMTLS:
+		v, ok := h.s.AttributeBool(abi.ConnectionMTLS)
+		if !ok {
+			return nil, nil
+		}
+		if v {
+			return []byte{1}, nil
+		}
+		return []byte{0}, nil
+	case filter.PropertyURISAN:
+		a = abi.ConnectionURISANPeerCertificate
+	case filter.PropertyDNSSAN:
+		a = abi.ConnectionDNSSANPeerCertificate
+	case filter.PropertySourceAddress:
+		a = abi.SourceAddress
+	default:
+		return nil, errUnknownProp
+	}
+	v, ok := h.s.AttributeString(a)
+	if !ok || len(v) == 0 {
+		return nil, nil
+	}
+	return v, nil
+}

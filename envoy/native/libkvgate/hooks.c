@@ -1,0 +1,138 @@
+// The event hooks kvgate answers without entering Go: each costs Envoy a
+// plain C call instead of a transition into the Go runtime (main.go has the
+// ones that run the filter).
+
+#include <stdint.h>
+
+#include "abi.h"
+
+// Every thread that creates filters gets a slot (1, 2, …): the Go side keeps
+// one filter.Plugin per slot. Stream ids count per thread.
+static uint64_t kvgate_slots;
+static __thread uint64_t kvgate_slot;
+static __thread uint32_t kvgate_next_stream;
+
+// The handle of a stream: slot<<48 | config<<32 | stream id (config is the
+// configuration's handle, 1…0xffff; module.go decodes it).
+envoy_dynamic_module_type_http_filter_module_ptr envoy_dynamic_module_on_http_filter_new(
+    envoy_dynamic_module_type_http_filter_config_module_ptr filter_config_ptr,
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr) {
+  (void)filter_envoy_ptr;
+  uintptr_t cfg = (uintptr_t)filter_config_ptr;
+  if (cfg == 0 || cfg > 0xffff) return NULL;
+  if (kvgate_slot == 0) {
+    kvgate_slot = __atomic_add_fetch(&kvgate_slots, 1, __ATOMIC_RELAXED);
+    if (kvgate_slot > 0xffff) {
+      kvgate_slot = 0;
+      return NULL;
+    }
+  }
+  uint32_t id = ++kvgate_next_stream & 0x7fffffff;
+  if (id == 0) id = kvgate_next_stream = 1;
+  return (envoy_dynamic_module_type_http_filter_module_ptr)(uintptr_t)((kvgate_slot << 48) | ((uint64_t)cfg << 32) | id);
+}
+
+// Per-route configuration is not used: kvgate has none.
+envoy_dynamic_module_type_http_filter_per_route_config_module_ptr
+envoy_dynamic_module_on_http_filter_per_route_config_new(envoy_dynamic_module_type_envoy_buffer name,
+                                                         envoy_dynamic_module_type_envoy_buffer config) {
+  (void)name;
+  (void)config;
+  return NULL;
+}
+
+void envoy_dynamic_module_on_http_filter_per_route_config_destroy(
+    envoy_dynamic_module_type_http_filter_per_route_config_module_ptr filter_config_ptr) {
+  (void)filter_config_ptr;
+}
+
+// The response is never looked at.
+envoy_dynamic_module_type_on_http_filter_response_headers_status envoy_dynamic_module_on_http_filter_response_headers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
+  (void)filter_envoy_ptr;
+  (void)filter_module_ptr;
+  (void)end_of_stream;
+  return envoy_dynamic_module_type_on_http_filter_response_headers_status_Continue;
+}
+
+envoy_dynamic_module_type_on_http_filter_response_body_status envoy_dynamic_module_on_http_filter_response_body(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
+  (void)filter_envoy_ptr;
+  (void)filter_module_ptr;
+  (void)end_of_stream;
+  return envoy_dynamic_module_type_on_http_filter_response_body_status_Continue;
+}
+
+envoy_dynamic_module_type_on_http_filter_response_trailers_status envoy_dynamic_module_on_http_filter_response_trailers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {
+  (void)filter_envoy_ptr;
+  (void)filter_module_ptr;
+  return envoy_dynamic_module_type_on_http_filter_response_trailers_status_Continue;
+}
+
+// The stream's state is released in envoy_dynamic_module_on_http_filter_destroy.
+void envoy_dynamic_module_on_http_filter_stream_complete(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {
+  (void)filter_envoy_ptr;
+  (void)filter_module_ptr;
+}
+
+// kvgate_config_ptr turns a configuration handle into the pointer Envoy
+// keeps (main.go; in C, since Go vet rightly distrusts integer-to-pointer
+// conversions).
+envoy_dynamic_module_type_http_filter_config_module_ptr kvgate_config_ptr(uintptr_t handle) {
+  return (envoy_dynamic_module_type_http_filter_config_module_ptr)handle;
+}
+
+// Hooks Envoy resolves for every HTTP filter module whose events kvgate
+// never causes (it starts no callouts or streams, schedules nothing, is not
+// a terminal filter): no-ops.
+void envoy_dynamic_module_on_http_filter_http_callout_done(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t callout_id,
+    envoy_dynamic_module_type_http_callout_result result, envoy_dynamic_module_type_envoy_http_header* headers,
+    size_t headers_size, envoy_dynamic_module_type_envoy_buffer* body_chunks, size_t body_chunks_size) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_headers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    envoy_dynamic_module_type_envoy_http_header* headers, size_t headers_size, bool end_stream) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_data(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    const envoy_dynamic_module_type_envoy_buffer* data, size_t data_count, bool end_stream) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_trailers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    envoy_dynamic_module_type_envoy_http_header* trailers, size_t trailers_size) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_complete(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_reset(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    envoy_dynamic_module_type_http_stream_reset_reason reason) {}
+
+void envoy_dynamic_module_on_http_filter_scheduled(envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+                                                   envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr,
+                                                   uint64_t event_id) {}
+
+void envoy_dynamic_module_on_http_filter_config_scheduled(
+    envoy_dynamic_module_type_http_filter_config_envoy_ptr filter_config_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_config_module_ptr filter_config_ptr, uint64_t event_id) {}
+
+void envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {}
+
+void envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {}
