@@ -27,39 +27,36 @@ func TestEnvoyRunsWasm(t *testing.T) {
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
 	e := startEnvoy(t, w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	checkRunsFilter(t, e, fmt.Sprintf("127.0.0.1:%d", port), w, "")
+}
 
+// checkRunsFilter checks an Envoy that runs the filter (the wasm module or
+// the native one) on the listener at addr in front of w: every series
+// exists at 0 at start-up under the filter's names and labels (allSeries),
+// a hint is removed and counted, and a body one byte over the 4 MiB limit
+// gets the filter's 413 however it is framed, while one of exactly 4 MiB
+// is forwarded whole. prefix keeps its CaseHeader keys apart.
+func checkRunsFilter(t *testing.T, e *envoytest.Process, addr string, w *Worker, prefix string) {
+	t.Helper()
 	page, err := e.Prometheus()
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := parseSeries(page)
-	want := series{
-		`trtllm_kv_hints_ignored_total{reason="untrusted"}`:        0,
-		`trtllm_kv_hints_ignored_total{reason="unknown_version"}`:  0,
-		`trtllm_kv_hints_ignored_total{reason="oversized"}`:        0,
-		`trtllm_kv_hints_ignored_total{reason="malformed"}`:        0,
-		`kvgate_kv_hints_admitted_total{}`:                         0,
-		`kvgate_bodies_rejected_total{status="400"}`:               0,
-		`kvgate_bodies_rejected_total{status="413"}`:               0,
-		`kvgate_bodies_rejected_total{status="415"}`:               0,
-		`kvgate_requests_uninspected_total{protocol="grpc"}`:       0,
-		`kvgate_requests_refused_total{protocol="grpc"}`:           0,
-		`kvgate_kv_hints_detected_total{reason="untrusted"}`:       0,
-		`kvgate_kv_hints_detected_total{reason="unknown_version"}`: 0,
-		`kvgate_kv_hints_detected_total{reason="oversized"}`:       0,
-		`kvgate_kv_hints_detected_total{reason="malformed"}`:       0,
+	want := series{}
+	for _, k := range allSeries() {
+		want[k] = 0
 	}
 	if start.String() != want.String() {
 		t.Fatalf("series at start-up:\n%s\nwant:\n%s\nfull page:\n%s", start, want, grep(page, "kv"))
 	}
 
-	hdr := map[string]string{"content-type": "application/json", CaseHeader: "hint"}
+	hdr := map[string]string{"content-type": "application/json", CaseHeader: prefix + "hint"}
 	r, err := send(addr, "POST", "/v1/chat/completions", hdr, []byte(`{"model":"m","kv_hints":{"protocol_version":"0.1"},"messages":[]}`), false)
 	if err != nil || r.Status != 200 {
 		t.Fatalf("hinted request: %v %d %s", err, r.Status, r.Body)
 	}
-	if recs := w.Records("hint"); len(recs) != 1 || string(recs[0].Body) != `{"model":"m","messages":[]}` {
+	if recs := w.Records(prefix + "hint"); len(recs) != 1 || string(recs[0].Body) != `{"model":"m","messages":[]}` {
 		t.Fatalf("worker received %d records %v, want the body without kv_hints", len(recs), recs)
 	}
 
@@ -70,10 +67,10 @@ func TestEnvoyRunsWasm(t *testing.T) {
 		chunked bool
 		status  int
 	}{
-		{"exact-length", limit, false, 200},
-		{"exact-chunked", limit, true, 200},
-		{"over-length", limit + 1, false, 413},
-		{"over-chunked", limit + 1, true, 413},
+		{prefix + "exact-length", limit, false, 200},
+		{prefix + "exact-chunked", limit, true, 200},
+		{prefix + "over-length", limit + 1, false, 413},
+		{prefix + "over-chunked", limit + 1, true, 413},
 	} {
 		hdr := map[string]string{"content-type": "application/json", CaseHeader: c.key}
 		body := bodyOfSize(c.size)
@@ -102,7 +99,11 @@ func TestEnvoyRunsWasm(t *testing.T) {
 		}
 		want := bytes.Replace(body, []byte(`"kv_hints":{"protocol_version":"0.1"},`), nil, 1)
 		if len(recs) != 1 || !bytes.Equal(recs[0].Body, want) {
-			t.Errorf("%s: worker did not receive the whole body without the hint (%d records)", c.key, len(recs))
+			got := 0
+			if len(recs) == 1 {
+				got = len(recs[0].Body)
+			}
+			t.Errorf("%s: worker did not receive the whole body without the hint (%d records, %d bytes, want %d)", c.key, len(recs), got, len(want))
 		}
 	}
 

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,85 +91,7 @@ func TestNativeEnvoyRunsModule(t *testing.T) {
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
 	e := startNativeEnvoy(t, w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-
-	page, err := e.Prometheus()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := parseSeries(page)
-	want := series{}
-	for _, k := range allSeries() {
-		want[k] = 0
-	}
-	if start.String() != want.String() {
-		t.Fatalf("series at start-up:\n%s\nwant:\n%s\nfull page:\n%s", start, want, grep(page, "kv"))
-	}
-
-	hdr := map[string]string{"content-type": "application/json", CaseHeader: "native-hint"}
-	r, err := send(addr, "POST", "/v1/chat/completions", hdr, []byte(`{"model":"m","kv_hints":{"protocol_version":"0.1"},"messages":[]}`), false)
-	if err != nil || r.Status != 200 {
-		t.Fatalf("hinted request: %v %d %s", err, r.Status, r.Body)
-	}
-	if recs := w.Records("native-hint"); len(recs) != 1 || string(recs[0].Body) != `{"model":"m","messages":[]}` {
-		t.Fatalf("worker received %d records %v, want the body without kv_hints", len(recs), recs)
-	}
-
-	limit := filter.DefaultMaxBodyBytes
-	for _, c := range []struct {
-		key     string
-		size    int
-		chunked bool
-		status  int
-	}{
-		{"native-exact-length", limit, false, 200},
-		{"native-exact-chunked", limit, true, 200},
-		{"native-over-length", limit + 1, false, 413},
-		{"native-over-chunked", limit + 1, true, 413},
-	} {
-		hdr := map[string]string{"content-type": "application/json", CaseHeader: c.key}
-		body := bodyOfSize(c.size)
-		r, err := send(addr, "POST", "/v1/chat/completions", hdr, body, c.chunked)
-		if err != nil {
-			t.Fatalf("%s: %v", c.key, err)
-		}
-		if r.Status != c.status {
-			t.Errorf("%s: status %d, want %d: %.200s", c.key, r.Status, c.status, r.Body)
-		}
-		recs := w.Records(c.key)
-		if c.status != 200 {
-			var e struct {
-				Error struct {
-					Type string `json:"type"`
-					Code int    `json:"code"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal(r.Body, &e); err != nil || e.Error.Code != 413 || e.Error.Type != "invalid_request_error" {
-				t.Errorf("%s: reply %q is not the filter's OpenAI-style 413", c.key, r.Body)
-			}
-			if len(recs) != 0 {
-				t.Errorf("%s: the worker received %d bytes of a rejected body", c.key, len(recs[0].Body))
-			}
-			continue
-		}
-		want := bytes.Replace(body, []byte(`"kv_hints":{"protocol_version":"0.1"},`), nil, 1)
-		if len(recs) != 1 || !bytes.Equal(recs[0].Body, want) {
-			got := 0
-			if len(recs) == 1 {
-				got = len(recs[0].Body)
-			}
-			t.Errorf("%s: worker did not receive the whole body without the hint (%d records, %d bytes, want %d)", c.key, len(recs), got, len(want))
-		}
-	}
-
-	page, err = e.Prometheus()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := parseSeries(page).delta(start)
-	if d[`trtllm_kv_hints_ignored_total{reason="untrusted"}`] != 3 || d[`kvgate_bodies_rejected_total{status="413"}`] != 2 {
-		t.Errorf("counter deltas:\n%s\nwant untrusted 3 and rejected 413 2", d)
-	}
+	checkRunsFilter(t, e, fmt.Sprintf("127.0.0.1:%d", port), w, "native-")
 }
 
 // allSeries are the filter's series as a scrape names them.
