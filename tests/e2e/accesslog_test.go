@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -164,37 +162,6 @@ func startLoggingSidecar(t *testing.T, bin, upstream, config, cache string) logg
 	admin := fmt.Sprintf("127.0.0.1:%d", envoytest.FreePort(t))
 	cmd := exec.Command(bin, "-listen", s.addr, "-admin", admin, "-upstream", "http://"+upstream,
 		"-filter", modulePath, "-filter-config", config, "-cache-dir", cache)
-	cmd.Stdout, cmd.Stderr = s.Buffer, s.Buffer
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if r, err := http.Get("http://" + admin + "/readyz"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return s
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("sidecar exited:\n%s", s.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sidecar not ready:\n%s", s.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	startProcess(t, cmd, s.Buffer, "sidecar", httpOK("http://"+admin+"/readyz"))
+	return s
 }

@@ -140,38 +140,54 @@ func startSidecar(t testing.TB, bin, upstream, pluginConfig, cacheDir string, ex
 	args := append([]string{"-listen", s.API, "-admin", s.Admin, "-upstream", "http://" + upstream,
 		"-filter", modulePath, "-filter-config", pluginConfig, "-cache-dir", cacheDir}, extra...)
 	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
+	startProcess(t, s.cmd, s.log, "sidecar", httpOK("http://"+s.Admin+"/readyz"))
+	return s
+}
+
+// startProcess starts cmd with its output in log, stops it when the test
+// ends (SIGINT, then a kill after 5 s), and waits up to 60 s until ready
+// says it serves; it fails the test, with what it logged, when the
+// process exits first or never gets ready.
+func startProcess(t testing.TB, cmd *exec.Cmd, log *syncbuf.Buffer, what string, ready func() bool) {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			<-done
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for {
+	for !ready() {
 		select {
 		case <-done:
-			t.Fatalf("sidecar exited during start-up: %v\n%s", s.cmd.ProcessState, s.log)
+			t.Fatalf("%s exited during start-up: %v\n%s", what, cmd.ProcessState, log)
 		default:
 		}
-		if resp, err := http.Get("http://" + s.Admin + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sidecar not ready after 60s\n%s", s.log)
+			t.Fatalf("%s not ready after 60s\n%s", what, log)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// httpOK reports whether a GET of url answers 200.
+func httpOK(url string) func() bool {
+	return func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -38,39 +37,8 @@ func startUvicorn(t testing.TB, impl string) *uvicornWorker {
 	port := envoytest.FreePort(t)
 	w := &uvicornWorker{Addr: fmt.Sprintf("127.0.0.1:%d", port), log: &syncbuf.Buffer{}}
 	cmd := exec.Command(python, filepath.Join(repoRoot, "tests", "e2e", "uvicorn_worker.py"), "--port", fmt.Sprint(port), "--http", impl)
-	cmd.Stdout, cmd.Stderr = w.log, w.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-done:
-			t.Fatalf("uvicorn worker exited during start-up: %v\n%s", cmd.ProcessState, w.log)
-		default:
-		}
-		if resp, err := http.Get("http://" + w.Addr + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return w
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("uvicorn worker not up after 60s\n%s", w.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	startProcess(t, cmd, w.log, "uvicorn worker", httpOK("http://"+w.Addr+"/health"))
+	return w
 }
 
 // uvicornRecord is one request as the worker's model read it.
