@@ -20,8 +20,9 @@
 //     copies what it keeps before it returns.
 //   - A host function returns a Status (an i32); StatusOK is 0.
 //   - A pointer or size that reaches outside the guest's memory is the
-//     guest's fault: the host traps the call (the Go host replaces that
-//     instance) instead of returning a status.
+//     guest's fault: the call returns StatusInvalidMemoryAccess, as Envoy's
+//     host answers it, and does nothing else (the Go host checks every
+//     range, return slots included, before it changes anything).
 //
 // # Returning memory to the guest
 //
@@ -43,7 +44,7 @@
 //	3 SerializationFailure
 //	4 ParseFailure
 //	5 BadExpression
-//	6 InvalidMemoryAccess  the guest's allocator gave no memory
+//	6 InvalidMemoryAccess  a pointer or size outside the guest's memory, or the guest's allocator gave no memory
 //	7 Empty                a shared queue has nothing to dequeue
 //	8 CasMismatch          shared data changed since it was read
 //	9 ResultMismatch

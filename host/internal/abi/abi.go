@@ -138,8 +138,23 @@ type call func(ctx context.Context, in *Instance, s []uint64) proxywasm.Status
 
 func fn(name string, params []api.ValueType, c call) hostFunc {
 	return hostFunc{Name: name, Params: params, Results: hostcall.R32, Fn: func(ctx context.Context, in *Instance, s []uint64) {
-		s[0] = uint64(c(ctx, in, s))
+		s[0] = uint64(guarded(ctx, in, s, c))
 	}}
+}
+
+// guarded runs c, and answers a pointer or size outside the guest's memory
+// (a *hostcall.Fault) with InvalidMemoryAccess, as Envoy's proxy-wasm host
+// does, instead of trapping the guest's call. Any other panic goes on.
+func guarded(ctx context.Context, in *Instance, s []uint64, c call) (st proxywasm.Status) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(*hostcall.Fault); !ok {
+				panic(r)
+			}
+			st = proxywasm.StatusInvalidMemoryAccess
+		}
+	}()
+	return c(ctx, in, s)
 }
 
 var ps = hostcall.I32s

@@ -3,6 +3,7 @@ package abi
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -128,12 +129,12 @@ func TestUnsupportedAnswers(t *testing.T) {
 			t.Errorf("%s = %d (fault %v), want %d", c.name, st, fault, c.want)
 		}
 		if c.name == "proxy_set_shared_data" || c.name == "proxy_grpc_send" {
-			args[1], args[2] = 1<<16-1, 2 // a read past the end still traps
+			args[1], args[2] = 1<<16-1, 2 // a read past the end is still checked
 			if c.name == "proxy_set_shared_data" {
 				args[0], args[1] = 1<<16-1, 2
 			}
-			if _, fault := invoke(t, in, c.name, args...); fault == nil {
-				t.Errorf("%s: out-of-bounds read did not fault", c.name)
+			if st, fault := invoke(t, in, c.name, args...); fault != nil || st != proxywasm.StatusInvalidMemoryAccess {
+				t.Errorf("%s: out-of-bounds read = %d (fault %v), want InvalidMemoryAccess", c.name, st, fault)
 			}
 		}
 	}
@@ -141,9 +142,10 @@ func TestUnsupportedAnswers(t *testing.T) {
 
 // FuzzHeaderMapFromGuest: a header map read out of guest memory at any
 // address and size (proxy_set_header_map_pairs, and the headers of
-// proxy_send_local_response) faults exactly when it reaches past the
-// memory, and otherwise is taken as proxywasm decodes it, names in lower
-// case, or refused with BadArgument and nothing changed.
+// proxy_send_local_response) fails exactly when it reaches past the
+// memory (answered InvalidMemoryAccess, nothing changed), and otherwise is
+// taken as proxywasm decodes it, names in lower case, or refused with
+// BadArgument and nothing changed.
 func FuzzHeaderMapFromGuest(f *testing.F) {
 	f.Add(proxywasm.EncodeHeaderMap([][2]string{{"X-A", "1"}, {"b", ""}}), uint32(0), uint32(26), false)
 	f.Add(proxywasm.EncodeHeaderMap([][2]string{{"k", "v"}}), uint32(0), uint32(18), true)
@@ -169,10 +171,13 @@ func FuzzHeaderMapFromGuest(f *testing.F) {
 			st, fault = invoke(t, in, "proxy_set_header_map_pairs", uint64(proxywasm.MapHTTPRequestHeaders), uint64(ptr), uint64(n))
 		}
 		outside := n > 0 && uint64(ptr)+uint64(n) > uint64(size)
-		if outside != (fault != nil) {
-			t.Fatalf("ptr %d size %d: fault %v", ptr, n, fault)
+		if fault != nil || outside != (st == proxywasm.StatusInvalidMemoryAccess) {
+			t.Fatalf("ptr %d size %d: status %d, fault %v", ptr, n, st, fault)
 		}
 		if outside {
+			if !reflect.DeepEqual(in.Stream.Headers, before) {
+				t.Fatalf("ptr %d size %d: an out-of-bounds map changed the headers", ptr, n)
+			}
 			return
 		}
 		raw, _ := mem.Read(ptr, n)

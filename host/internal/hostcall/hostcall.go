@@ -4,8 +4,10 @@
 // guest's memory.
 //
 // A host function that is handed a pointer or a length reaching outside the
-// guest's memory panics with a *Fault; wazero turns the panic into a trap of
-// the guest's call, so a bad call fails that guest instance only.
+// guest's memory panics with a *Fault. The proxy-wasm functions (package
+// abi) answer it with InvalidMemoryAccess, as Envoy does; elsewhere (WASI)
+// wazero turns the panic into a trap of the guest's call, so a bad call
+// fails that guest instance only.
 package hostcall
 
 import (

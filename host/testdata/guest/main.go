@@ -191,10 +191,12 @@ func onRequestHeaders(id uint32, n uint32, eos uint32) proxywasm.Action {
 		proxySendLocalResponse(418, dp, dn, bp, bn, hp, hn, proxywasm.GRPCStatusNone)
 		return proxywasm.ActionPause
 	case "oob":
-		proxyLog(proxywasm.LogInfo, unsafe.Pointer(uintptr(0xFFFFFF00)), 0x1000)
+		st := proxyLog(proxywasm.LogInfo, unsafe.Pointer(uintptr(0xFFFFFF00)), 0x1000)
+		setHeader("x-status", strconv.Itoa(int(st)))
 	case "oobret":
 		kp, kn := sptr("x-test-action")
-		proxyGetHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn, unsafe.Pointer(uintptr(0xFFFFFFFE)), unsafe.Pointer(uintptr(0xFFFFFFFE)))
+		st := proxyGetHeaderMapValue(proxywasm.MapHTTPRequestHeaders, kp, kn, unsafe.Pointer(uintptr(0xFFFFFFFE)), unsafe.Pointer(uintptr(0xFFFFFFFE)))
+		setHeader("x-status", strconv.Itoa(int(st)))
 	case "prop":
 		setHeader("x-prop-path", property("request\x00path\x00"))
 		setHeader("x-prop-method", property("request\x00method"))
