@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 )
 
 // The committed bootstrap's access log prints what the filter reports
@@ -18,7 +18,7 @@ func TestAccessLogFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	format := f.(Doc)
-	for key, prop := range map[string]string{"hint": filter.PropertyHint, "hint_reason": filter.PropertyHintReason} {
+	for key, prop := range map[string]string{"hint": filterspec.PropertyHint, "hint_reason": filterspec.PropertyHintReason} {
 		if want := "%FILTER_STATE(wasm." + prop + ":PLAIN)%"; format[key] != want {
 			t.Errorf("%s: %v, want %s", key, format[key], want)
 		}

@@ -22,7 +22,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/httperr"
 )
 
@@ -164,7 +164,7 @@ func Render(opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmplLimit := bodyLimit(filter.DefaultMaxBodyBytes, pc)
+	tmplLimit := bodyLimit(filterspec.DefaultMaxBodyBytes, pc)
 	maxLimit := 0
 	var ls []any
 	for _, l := range opts.Listeners {
@@ -352,7 +352,7 @@ func bodyLimit(def int, pluginConfig string) int {
 	if pluginConfig == "" {
 		return def
 	}
-	cfg, err := filter.ParseConfig([]byte(pluginConfig))
+	cfg, err := filterspec.ParseConfig([]byte(pluginConfig))
 	if err != nil {
 		return def
 	}

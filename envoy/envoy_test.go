@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
-	"github.com/kvgate/kvgate/metricname"
 	"github.com/kvgate/kvgate/tests/pki"
 )
 
@@ -31,15 +30,13 @@ func testTLSFiles(t *testing.T, dir string) *TLSFiles {
 }
 
 // wantStatsTags are the stats_tags every Envoy configuration of kvgate
-// carries: the metricname rule, in one place.
+// carries: one per labelled family of the guest's metric table.
 func wantStatsTags() []any {
-	return []any{
-		Doc{"tag_name": "reason", "regex": metricname.Regex(filter.MetricIgnored, "reason")},
-		Doc{"tag_name": "status", "regex": metricname.Regex(filter.MetricRejected, "status")},
-		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricUninspected, "protocol")},
-		Doc{"tag_name": "protocol", "regex": metricname.Regex(filter.MetricRefused, "protocol")},
-		Doc{"tag_name": "reason", "regex": metricname.Regex(filter.MetricDetected, "reason")},
+	var tags []any
+	for _, st := range filterspec.EnvoyStatsTags() {
+		tags = append(tags, Doc{"tag_name": st.TagName, "regex": st.Regex})
 	}
+	return tags
 }
 
 func committed(t *testing.T) Doc {
@@ -69,7 +66,7 @@ func TestStatsTagsFollowMetricname(t *testing.T) {
 
 // checkWasmConfig checks an Envoy wasm PluginConfig as kvgate needs it and
 // returns its plugin configuration.
-func checkWasmConfig(t *testing.T, where string, c Doc) filter.Config {
+func checkWasmConfig(t *testing.T, where string, c Doc) filterspec.Config {
 	t.Helper()
 	str := func(path ...any) string {
 		v, err := Dig(c, path...)
@@ -95,7 +92,7 @@ func checkWasmConfig(t *testing.T, where string, c Doc) filter.Config {
 	if got := str("configuration", "@type"); got != "type.googleapis.com/google.protobuf.StringValue" {
 		t.Errorf("%s: configuration type = %q", where, got)
 	}
-	cfg, err := filter.ParseConfig([]byte(str("configuration", "value")))
+	cfg, err := filterspec.ParseConfig([]byte(str("configuration", "value")))
 	if err != nil {
 		t.Errorf("%s: plugin configuration: %v", where, err)
 	}
@@ -112,8 +109,8 @@ func TestCommittedBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := checkWasmConfig(t, "envoy.yaml", wc)
-	if cfg.MaxBodyBytes != filter.DefaultMaxBodyBytes {
-		t.Errorf("max_body_bytes = %d, want the default %d", cfg.MaxBodyBytes, filter.DefaultMaxBodyBytes)
+	if cfg.MaxBodyBytes != filterspec.DefaultMaxBodyBytes {
+		t.Errorf("max_body_bytes = %d, want the default %d", cfg.MaxBodyBytes, filterspec.DefaultMaxBodyBytes)
 	}
 	if cfg.TrustKVHints {
 		t.Error("the committed bootstrap must not trust hints")

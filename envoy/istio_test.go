@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	extensions "istio.io/api/extensions/v1alpha1"
@@ -17,8 +18,6 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/kvgate/kvgate/filter"
 )
 
 // object is one Kubernetes document of a manifest file.
@@ -123,7 +122,7 @@ var routerPrincipal = regexp.MustCompile(`^spiffe://[a-z0-9.-]+/ns/[a-z0-9-]+/sa
 // sameAsEnvoyYAML compares an Istio plugin configuration with envoy.yaml's:
 // equal but for trusted_senders, which must trust exactly one workload by
 // its SPIFFE principal.
-func sameAsEnvoyYAML(t *testing.T, where string, got, want filter.Config) {
+func sameAsEnvoyYAML(t *testing.T, where string, got, want filterspec.Config) {
 	t.Helper()
 	rules := got.TrustedSenders.Rules()
 	if len(rules) != 1 || !routerPrincipal.MatchString(rules[0].Principal) || rules[0].DNSName != "" || rules[0].SourceCIDR.IsValid() {
@@ -157,7 +156,7 @@ func checkHCMPatch(t *testing.T, where string, p *networking.EnvoyFilter_EnvoyCo
 // after a trap, the 4 MiB buffer limit, source.address from the peer, the
 // committed module's digest, and mutual TLS required.
 func TestIstioManifests(t *testing.T) {
-	want, err := filter.ParseConfig([]byte(mustConfigValue(t, committed(t))))
+	want, err := filterspec.ParseConfig([]byte(mustConfigValue(t, committed(t))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +198,7 @@ func TestIstioManifests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := filter.ParseConfig(j)
+			got, err := filterspec.ParseConfig(j)
 			if err != nil {
 				t.Errorf("%s: pluginConfig %s: %v", where, j, err)
 			} else {
@@ -297,7 +296,7 @@ func TestIstioManifests(t *testing.T) {
 			// The filter's counters, and the inbound connection managers'
 			// request stats that the Envoy alert and panels read (Istio
 			// names them http.inbound_<ip>_<port>.*).
-			for _, full := range append(wasmcustom(filter.MetricNames()), "http.inbound_10.1.2.3_8000.downstream_rq_xx") {
+			for _, full := range append(wasmcustom(filterspec.MetricNames()), "http.inbound_10.1.2.3_8000.downstream_rq_xx") {
 				ok := false
 				for _, p := range m.GetInclusionPrefixes() {
 					ok = ok || strings.HasPrefix(full, p)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -180,11 +181,11 @@ func (h *fakeHost) GetProperty(path string) ([]byte, error) {
 // setSender sets the four sender properties as Envoy encodes them; an empty
 // string leaves a property absent.
 func (h *fakeHost) setSender(mtls bool, uri, dns, src string) {
-	h.props = map[string][]byte{PropertyMTLS: {0}}
+	h.props = map[string][]byte{filterspec.PropertyMTLS: {0}}
 	if mtls {
-		h.props[PropertyMTLS] = []byte{1}
+		h.props[filterspec.PropertyMTLS] = []byte{1}
 	}
-	for path, v := range map[string]string{PropertyURISAN: uri, PropertyDNSSAN: dns, PropertySourceAddress: src} {
+	for path, v := range map[string]string{filterspec.PropertyURISAN: uri, filterspec.PropertyDNSSAN: dns, filterspec.PropertySourceAddress: src} {
 		if v != "" {
 			h.props[path] = []byte(v)
 		}

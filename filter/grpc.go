@@ -12,8 +12,8 @@ import (
 // (0, or 1 for a compressed message) and a 4-byte big-endian length, then the
 // message. The workers' HTTP paths read bodies with Python's json.loads and
 // their gRPC paths carry no kv_hints, so by default a gRPC request passes
-// uninspected and is counted (MetricUninspected); with "grpc": "refuse" it is
-// answered the gRPC way instead (MetricRefused).
+// uninspected and is counted (filterspec.MetricUninspected); with "grpc": "refuse" it is
+// answered the gRPC way instead (filterspec.MetricRefused).
 //
 // Which requests are gRPC. The Content-Type is application/grpc or
 // application/grpc+<subtype> (any subtype: +proto, +json, custom codecs),

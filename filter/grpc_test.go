@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/proxywasm"
 
 	"bytes"
@@ -293,7 +294,7 @@ func TestGRPCPassthrough(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			h := newFakeHost(`{"max_body_bytes":20}`)
 			p, _ := newPlugin(h)
-			uninspected := metric(MetricUninspected, "protocol", "grpc")
+			uninspected := metric(filterspec.MetricUninspected, "protocol", "grpc")
 			for i, ct := range []string{"application/grpc", "application/grpc+proto", "application/GRPC; a=b"} {
 				out := send(p, h, uint32(2+i), "POST", "/pkg.Service/Method", map[string]string{"content-type": ct}, msg, m)
 				if !out.forwarded || !bytes.Equal(out.body, msg) {
@@ -318,16 +319,16 @@ func TestGRPCPassthrough(t *testing.T) {
 			// UTF-32-BE JSON labelled gRPC: inspected, refused as UTF-32,
 			// the gRPC way (INVALID_ARGUMENT).
 			out = send(p2, h2, 3, "POST", "/v1/completions", grpcCT, utf32be(string(hint)), m)
-			if out.forwarded || !isGRPCReply(out.local, "3", "UTF-32") || h2.counters[metric(MetricRejected, "status", "400")] != 1 {
+			if out.forwarded || !isGRPCReply(out.local, "3", "UTF-32") || h2.counters[metric(filterspec.MetricRejected, "status", "400")] != 1 {
 				t.Fatalf("UTF-32-BE JSON labelled gRPC: %+v", out)
 			}
 			// Over the limit and not gRPC: 413 (RESOURCE_EXHAUSTED), also
 			// with a content-length.
 			out = send(p, h, 10, "POST", "/v1/completions", grpcCT, []byte(`{"prompt":"0123456789012345"}`), m)
-			if !isGRPCReply(out.local, "8", "limit of 20 bytes") || h.counters[metric(MetricRejected, "status", "413")] != 1 {
+			if !isGRPCReply(out.local, "8", "limit of 20 bytes") || h.counters[metric(filterspec.MetricRejected, "status", "413")] != 1 {
 				t.Fatalf("JSON over the limit labelled gRPC: %+v", out)
 			}
-			if h2.counters[metric(MetricUninspected, "protocol", "grpc")] != 0 {
+			if h2.counters[metric(filterspec.MetricUninspected, "protocol", "grpc")] != 0 {
 				t.Error("JSON counted as uninspected gRPC")
 			}
 			if len(p.streams) != 0 || len(p2.streams) != 0 {
@@ -360,7 +361,7 @@ func TestGRPCStreams(t *testing.T) {
 			t.Fatalf("after %d bytes: %v, want %v", i+1, a, want)
 		}
 	}
-	if h.local != nil || h.counters[metric(MetricUninspected, "protocol", "grpc")] != 1 {
+	if h.local != nil || h.counters[metric(filterspec.MetricUninspected, "protocol", "grpc")] != 1 {
 		t.Fatalf("local %+v, counters %v", h.local, h.counters)
 	}
 }
@@ -378,7 +379,7 @@ func TestGRPCRefuse(t *testing.T) {
 			}
 			lr := out.local
 			want := [][2]string{{"content-type", "application/grpc"}, {"grpc-status", "7"}, {"grpc-message", GRPCRefusedMessage}}
-			if lr.status != 200 || lr.details != DetailsGRPCRefused || len(lr.body) != 0 || !equalHeaders(lr.headers, want) {
+			if lr.status != 200 || lr.details != filterspec.DetailsGRPCRefused || len(lr.body) != 0 || !equalHeaders(lr.headers, want) {
 				t.Fatalf("reply %+v", lr)
 			}
 		}
@@ -394,7 +395,7 @@ func TestGRPCRefuse(t *testing.T) {
 	if a := p.OnRequestHeaders(6, 2, true); a != proxywasm.ActionContinue || h.local != nil {
 		t.Fatalf("GET without a body: %v %+v", a, h.local)
 	}
-	if n := h.counters[metric(MetricRefused, "protocol", "grpc")]; n != 5 {
+	if n := h.counters[metric(filterspec.MetricRefused, "protocol", "grpc")]; n != 5 {
 		t.Errorf("refused %d, want 5", n)
 	}
 	for _, c := range GRPCRefusedMessage {
@@ -430,12 +431,12 @@ func TestGRPCAnswers(t *testing.T) {
 	h := newFakeHost(`{}`)
 	p, _ := newPlugin(h)
 	out := send(p, h, 2, "POST", "/s/M", map[string]string{"content-type": "application/grpc", "content-encoding": "gzip"}, frame(0, nil), modeLength)
-	if !isGRPCReply(out.local, "12", "") || h.counters[metric(MetricRejected, "status", "415")] != 1 {
+	if !isGRPCReply(out.local, "12", "") || h.counters[metric(filterspec.MetricRejected, "status", "415")] != 1 {
 		t.Errorf("415: %+v", out)
 	}
 	h.fail["RequestBody"] = true
 	out = send(p, h, 3, "POST", "/s/M", grpcCT, frame(0, nil), modeLength)
-	if !isGRPCReply(out.local, "14", "could not be filtered") || out.local.details != DetailsFailed {
+	if !isGRPCReply(out.local, "14", "could not be filtered") || out.local.details != filterspec.DetailsFailed {
 		t.Errorf("failure: %+v", out)
 	}
 	for in, want := range map[string]string{"plain text": "plain text", "100%": "100%25", "caf\u00e9\n": "caf%C3%A9%0A", "": ""} {

@@ -5,7 +5,10 @@
 //
 // The logic talks to the proxy only through the narrow Host interface, so it
 // builds and is tested natively with a fake host. The proxy-wasm ABI glue
-// (exports and host imports) lives in filter/abi and nowhere else.
+// (exports and host imports) lives in filter/abi and nowhere else; what
+// hosts must know about the filter (its configuration, metrics,
+// properties, memory) is in filterspec, which hosts import instead of this
+// package.
 //
 // Failure policy: anything unexpected while a request is in flight (a host
 // call failing, a panic) answers the request with a local 503 JSON error; if

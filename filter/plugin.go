@@ -3,90 +3,23 @@ package filter
 import (
 	"strconv"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
-	"github.com/kvgate/kvgate/metricname"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
-// Metric families the filter defines (docs/spec.md, Metrics). Each series is
-// defined through Host.DefineCounter under its metricname.Encode name.
-const (
-	// MetricIgnored counts ignored hints, label reason (kvhints.Reasons).
-	MetricIgnored = "trtllm_kv_hints_ignored_total"
-	// MetricAdmitted counts admitted envelopes.
-	MetricAdmitted = "kvgate_kv_hints_admitted_total"
-	// MetricRejected counts bodies answered locally, label status.
-	MetricRejected = "kvgate_bodies_rejected_total"
-	// MetricUninspected counts requests passed without inspection, label
-	// protocol (grpc.go).
-	MetricUninspected = "kvgate_requests_uninspected_total"
-	// MetricDetected counts, in detect mode, the hints enforcing would have
-	// ignored, label reason (kvhints.Reasons); they were forwarded.
-	MetricDetected = "kvgate_kv_hints_detected_total"
-	// MetricRefused counts requests refused for their protocol, label
-	// protocol (grpc.go, "grpc": "refuse").
-	MetricRefused = "kvgate_requests_refused_total"
-)
-
-// RejectStatuses are the status label values of MetricRejected.
-var RejectStatuses = [...]int{400, 413, 415}
-
-// MetricNames returns every series name the filter defines, in definition
-// order: the four ignored reasons, admitted, the rejected statuses, gRPC
-// requests uninspected and refused, then the four detected reasons.
-func MetricNames() []string {
-	var names []string
-	for _, r := range kvhints.Reasons {
-		names = append(names, metricname.Encode(MetricIgnored, metricname.Label{Name: "reason", Value: r.String()}))
-	}
-	names = append(names, metricname.Encode(MetricAdmitted))
-	for _, s := range RejectStatuses {
-		names = append(names, metricname.Encode(MetricRejected, metricname.Label{Name: "status", Value: strconv.Itoa(s)}))
-	}
-	grpc := metricname.Label{Name: "protocol", Value: "grpc"}
-	names = append(names, metricname.Encode(MetricUninspected, grpc), metricname.Encode(MetricRefused, grpc))
-	for _, r := range kvhints.Reasons {
-		names = append(names, metricname.Encode(MetricDetected, metricname.Label{Name: "reason", Value: r.String()}))
-	}
-	return names
-}
-
-// Local replies.
-const (
-	// DetailsRejected is the response code details of a rejected body.
-	DetailsRejected = "kvgate_body_rejected"
-	// DetailsFailed is the response code details of a filter failure.
-	DetailsFailed = "kvgate_filter_failed"
-	// DetailsGRPCRefused is the response code details of a refused gRPC
-	// request.
-	DetailsGRPCRefused = "kvgate_grpc_refused"
-)
-
-// FailureBody is the 503 answer when the filter cannot do its job.
-var FailureBody = httperr.Body(503, httperr.TypeServer, failureMessage)
-
-const failureMessage = "the request could not be filtered"
-
 var jsonHeaders = proxywasm.EncodeHeaderMap([][2]string{{"content-type", "application/json"}})
-
-// counters are the metric ids of one root context.
-type counters struct {
-	ignored  [len(kvhints.Reasons) + 1]uint32 // by kvhints.Reason
-	admitted uint32
-	rejected [len(RejectStatuses)]uint32
-	// gRPC requests passed uninspected and refused
-	grpcUninspected, grpcRefused uint32
-	detected                     [len(kvhints.Reasons) + 1]uint32 // by kvhints.Reason
-}
 
 // root is one plugin (root context) and its configuration.
 type root struct {
 	id     uint32
 	ok     bool
-	cfg    Config
+	cfg    filterspec.Config
 	policy kvhints.Policy
-	ids    counters
+	// ids are the metric ids of its series, in filterspec.MetricNames'
+	// order (filterspec.FamilyID.Series).
+	ids []uint32
 }
 
 // Stream states.
@@ -196,12 +129,12 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 			return false
 		}
 	}
-	cfg, err := ParseConfig(doc)
+	cfg, err := filterspec.ParseConfig(doc)
 	if err != nil {
 		p.host.Log(proxywasm.LogCritical, "kvgate: "+err.Error())
 		return false
 	}
-	names := MetricNames()
+	names := filterspec.MetricNames()
 	ids := make([]uint32, len(names))
 	for i, name := range names {
 		if ids[i], err = p.host.DefineCounter(name); err != nil {
@@ -209,29 +142,18 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 			return false
 		}
 	}
-	// In MetricNames' order.
-	n := len(kvhints.Reasons)
-	for i, reason := range kvhints.Reasons {
-		r.ids.ignored[reason] = ids[i]
-	}
-	r.ids.admitted = ids[n]
-	copy(r.ids.rejected[:], ids[n+1:])
-	g := n + 1 + len(RejectStatuses)
-	r.ids.grpcUninspected, r.ids.grpcRefused = ids[g], ids[g+1]
-	for i, reason := range kvhints.Reasons {
-		r.ids.detected[reason] = ids[g+2+i]
-	}
+	r.ids = ids
 	r.cfg, r.policy, r.ok = cfg, cfg.Policy(), true
 	if rs, ok := p.host.(Reserver); ok {
-		rs.Reserve(copyBlock(cfg.MaxBodyBytes))
+		rs.Reserve(filterspec.CopyBlock(cfg.MaxBodyBytes))
 	}
 	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
 	p.rw.Reserve(p.reserved)
-	p.host.Log(proxywasm.LogInfo, "kvgate: configured: version="+Version+" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
+	p.host.Log(proxywasm.LogInfo, "kvgate: configured: version="+filterspec.Version+" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
 		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String()+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len())+
 		" mode="+cfg.Mode.String())
-	if cfg.Mode == ModeDetect {
+	if cfg.Mode == filterspec.ModeDetect {
 		p.host.Log(proxywasm.LogWarn, "kvgate: mode=detect: hints are decided and reported (kvgate_kv_hints_detected_total, the access log's hint=detected) but forwarded as received; nothing is enforced")
 	}
 	return true
@@ -260,7 +182,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	if r == nil || !r.ok || s.state != stNew {
 		return p.fail(id, s, "request headers on an unknown or unconfigured stream")
 	}
-	if endOfStream && r.cfg.GRPC != GRPCRefuse {
+	if endOfStream && r.cfg.GRPC != filterspec.GRPCRefuse {
 		s.state = stPass // no body, nothing to inspect
 		return proxywasm.ActionContinue
 	}
@@ -296,7 +218,7 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		return proxywasm.ActionContinue
 	}
 	s.grpcLabel = grpc
-	if grpc && cfg.GRPC == GRPCRefuse {
+	if grpc && cfg.GRPC == filterspec.GRPCRefuse {
 		return p.refuseGRPC(s, r) // with or without a body
 	}
 	if endOfStream {
@@ -381,7 +303,7 @@ func (p *Plugin) decideGRPC(id uint32, s *stream, r *root, size int, eos bool) (
 				return 0, false
 			}
 			s.state = stPass
-			p.count(r.ids.grpcUninspected)
+			p.count(r.ids[filterspec.Uninspected.Series(0)])
 			return proxywasm.ActionContinue, true
 		}
 		if len(b) < n || n == size {
@@ -460,22 +382,22 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 	}
 	// In detect mode the decision is made and reported, not applied: the
 	// body goes on as received.
-	detect := r.cfg.Mode == ModeDetect
+	detect := r.cfg.Mode == filterspec.ModeDetect
 	if !detect && !sameBytes(out, body) {
 		if err := p.host.ReplaceRequestBody(size, out); err != nil {
 			return p.fail(id, s, "cannot replace request body: "+err.Error())
 		}
 	}
-	ids := &r.ids
 	switch res.Outcome {
 	case kvhints.OutcomeAdmitted:
-		p.count(ids.admitted)
+		p.count(r.ids[filterspec.Admitted.Series(0)])
 	case kvhints.OutcomeStripped, kvhints.OutcomeDiscarded:
-		if int(res.Reason) < len(ids.ignored) && res.Reason != kvhints.ReasonNone {
+		// The reason's label value is its place in kvhints.Reasons.
+		if v := int(res.Reason) - 1; v >= 0 && v < len(kvhints.Reasons) {
 			if detect {
-				p.count(ids.detected[res.Reason])
+				p.count(r.ids[filterspec.Detected.Series(v)])
 			} else {
-				p.count(ids.ignored[res.Reason])
+				p.count(r.ids[filterspec.Ignored.Series(v)])
 			}
 		}
 	}
@@ -486,23 +408,14 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 	return proxywasm.ActionContinue
 }
 
-// The host properties that identify the sender, as proxy-wasm property
-// paths (segments separated by NUL) of Envoy's attribute names.
-const (
-	PropertyMTLS          = "connection\x00mtls"
-	PropertyURISAN        = "connection\x00uri_san_peer_certificate"
-	PropertyDNSSAN        = "connection\x00dns_san_peer_certificate"
-	PropertySourceAddress = "source\x00address"
-)
-
 // senderRule decides whether the current request comes from a trusted
 // sender: the index of the first trusted_senders rule that matches, or -1
 // for none. It reads only the properties the rules use, each at most once,
 // and the certificate's SANs only when the host says the client
 // certificate was verified. The values are never logged.
-func (p *Plugin) senderRule(rules *kvhints.Senders) (int, error) {
+func (p *Plugin) senderRule(rules *filterspec.Senders) (int, error) {
 	needs := rules.Needs()
-	var sp kvhints.SenderProps
+	var sp filterspec.SenderProps
 	get := func(slot int, path string) ([]byte, error) {
 		b, err := p.host.GetProperty(path)
 		if err != nil {
@@ -513,25 +426,25 @@ func (p *Plugin) senderRule(rules *kvhints.Senders) (int, error) {
 		return p.props[slot], nil
 	}
 	var err error
-	if needs&kvhints.PropMTLS != 0 {
-		if sp.MTLS, err = get(0, PropertyMTLS); err != nil {
+	if needs&filterspec.PropMTLS != 0 {
+		if sp.MTLS, err = get(0, filterspec.PropertyMTLS); err != nil {
 			return -1, err
 		}
-		if kvhints.MTLSVerified(sp.MTLS) {
-			if needs&kvhints.PropURISAN != 0 {
-				if sp.URISAN, err = get(1, PropertyURISAN); err != nil {
+		if filterspec.MTLSVerified(sp.MTLS) {
+			if needs&filterspec.PropURISAN != 0 {
+				if sp.URISAN, err = get(1, filterspec.PropertyURISAN); err != nil {
 					return -1, err
 				}
 			}
-			if needs&kvhints.PropDNSSAN != 0 {
-				if sp.DNSSAN, err = get(2, PropertyDNSSAN); err != nil {
+			if needs&filterspec.PropDNSSAN != 0 {
+				if sp.DNSSAN, err = get(2, filterspec.PropertyDNSSAN); err != nil {
 					return -1, err
 				}
 			}
 		}
 	}
-	if needs&kvhints.PropSourceAddress != 0 {
-		if sp.SourceAddress, err = get(3, PropertySourceAddress); err != nil {
+	if needs&filterspec.PropSourceAddress != 0 {
+		if sp.SourceAddress, err = get(3, filterspec.PropertySourceAddress); err != nil {
 			return -1, err
 		}
 	}
@@ -569,19 +482,19 @@ func (p *Plugin) release(id uint32) {
 // for a request labelled gRPC with the gRPC status that stands for it.
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Action {
 	s.state = stDone
-	p.setProperty(PropertyHint, HintRejected)
+	p.setProperty(filterspec.PropertyHint, filterspec.HintRejected)
 	var err error
 	if s.grpcLabel {
-		err = p.host.SendLocalResponse(200, DetailsRejected, nil, grpcReplyHeaders(GRPCStatusOf(status), msg))
+		err = p.host.SendLocalResponse(200, filterspec.DetailsRejected, nil, grpcReplyHeaders(GRPCStatusOf(status), msg))
 	} else {
-		err = p.host.SendLocalResponse(status, DetailsRejected, httperr.Invalid(status, msg), jsonHeaders)
+		err = p.host.SendLocalResponse(status, filterspec.DetailsRejected, httperr.Invalid(status, msg), jsonHeaders)
 	}
 	if err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
-	for i, st := range RejectStatuses {
+	for i, st := range filterspec.RejectStatuses {
 		if st == status {
-			p.count(r.ids.rejected[i])
+			p.count(r.ids[filterspec.Rejected.Series(i)])
 		}
 	}
 	return proxywasm.ActionPause
@@ -591,11 +504,11 @@ func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Ac
 // PERMISSION_DENIED) without looking at its body, and counts it.
 func (p *Plugin) refuseGRPC(s *stream, r *root) proxywasm.Action {
 	s.state = stDone
-	p.setProperty(PropertyHint, HintRejected)
-	if err := p.host.SendLocalResponse(200, DetailsGRPCRefused, nil, grpcReplyHeaders(GRPCStatusPermissionDenied, GRPCRefusedMessage)); err != nil {
+	p.setProperty(filterspec.PropertyHint, filterspec.HintRejected)
+	if err := p.host.SendLocalResponse(200, filterspec.DetailsGRPCRefused, nil, grpcReplyHeaders(GRPCStatusPermissionDenied, GRPCRefusedMessage)); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
-	p.count(r.ids.grpcRefused)
+	p.count(r.ids[filterspec.Refused.Series(0)])
 	return proxywasm.ActionPause
 }
 
@@ -608,9 +521,9 @@ func (p *Plugin) fail(id uint32, s *stream, why string) proxywasm.Action {
 		s.state = stDone
 	}
 	if s != nil && s.grpcLabel {
-		err = p.host.SendLocalResponse(200, DetailsFailed, nil, grpcReplyHeaders(GRPCStatusOf(503), failureMessage))
+		err = p.host.SendLocalResponse(200, filterspec.DetailsFailed, nil, grpcReplyHeaders(GRPCStatusOf(503), filterspec.FailureMessage))
 	} else {
-		err = p.host.SendLocalResponse(503, DetailsFailed, FailureBody, jsonHeaders)
+		err = p.host.SendLocalResponse(503, filterspec.DetailsFailed, filterspec.FailureBody, jsonHeaders)
 	}
 	if err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())

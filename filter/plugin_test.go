@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -26,13 +27,13 @@ func TestConfigureDefinesAllSeries(t *testing.T) {
 		t.Fatal(h.logs)
 	}
 	want := []string{
-		metric(MetricIgnored, "reason", "untrusted"), metric(MetricIgnored, "reason", "unknown_version"),
-		metric(MetricIgnored, "reason", "oversized"), metric(MetricIgnored, "reason", "malformed"),
-		MetricAdmitted,
-		metric(MetricRejected, "status", "400"), metric(MetricRejected, "status", "413"), metric(MetricRejected, "status", "415"),
-		metric(MetricUninspected, "protocol", "grpc"), metric(MetricRefused, "protocol", "grpc"),
-		metric(MetricDetected, "reason", "untrusted"), metric(MetricDetected, "reason", "unknown_version"),
-		metric(MetricDetected, "reason", "oversized"), metric(MetricDetected, "reason", "malformed"),
+		metric(filterspec.MetricIgnored, "reason", "untrusted"), metric(filterspec.MetricIgnored, "reason", "unknown_version"),
+		metric(filterspec.MetricIgnored, "reason", "oversized"), metric(filterspec.MetricIgnored, "reason", "malformed"),
+		filterspec.MetricAdmitted,
+		metric(filterspec.MetricRejected, "status", "400"), metric(filterspec.MetricRejected, "status", "413"), metric(filterspec.MetricRejected, "status", "415"),
+		metric(filterspec.MetricUninspected, "protocol", "grpc"), metric(filterspec.MetricRefused, "protocol", "grpc"),
+		metric(filterspec.MetricDetected, "reason", "untrusted"), metric(filterspec.MetricDetected, "reason", "unknown_version"),
+		metric(filterspec.MetricDetected, "reason", "oversized"), metric(filterspec.MetricDetected, "reason", "malformed"),
 	}
 	if strings.Join(h.names, " ") != strings.Join(want, " ") {
 		t.Fatalf("defined %q\nwant    %q", h.names, want)
@@ -65,7 +66,7 @@ func TestConfigureRejects(t *testing.T) {
 	// An empty configuration is the defaults.
 	h = newFakeHost(``)
 	p, ok := newPlugin(h)
-	if !ok || p.root(rootID).cfg.MaxBodyBytes != DefaultMaxBodyBytes || p.root(rootID).cfg.TrustKVHints {
+	if !ok || p.root(rootID).cfg.MaxBodyBytes != filterspec.DefaultMaxBodyBytes || p.root(rootID).cfg.TrustKVHints {
 		t.Fatal("defaults")
 	}
 }
@@ -84,7 +85,7 @@ func TestLifecycle(t *testing.T) {
 			if _, ok := h.header("content-length"); ok {
 				t.Error("content-length kept")
 			}
-			if h.counters[metric(MetricIgnored, "reason", "untrusted")] != 1 {
+			if h.counters[metric(filterspec.MetricIgnored, "reason", "untrusted")] != 1 {
 				t.Errorf("counters %v", h.counters)
 			}
 			// trusted: admitted, pretty hint compacted
@@ -95,7 +96,7 @@ func TestLifecycle(t *testing.T) {
 			if !out.forwarded || !bytes.Equal(out.body, body) {
 				t.Fatalf("forwarded %v %q", out.forwarded, out.body)
 			}
-			if h.counters[MetricAdmitted] != 1 {
+			if h.counters[filterspec.MetricAdmitted] != 1 {
 				t.Errorf("counters %v", h.counters)
 			}
 			if len(p.streams) != 0 {
@@ -133,7 +134,7 @@ func TestRejections(t *testing.T) {
 		if out.forwarded || out.local == nil || out.local.status != status {
 			t.Fatalf("got %+v, want local %d", out, status)
 		}
-		if out.local.details != DetailsRejected || len(out.local.headers) != 1 || out.local.headers[0] != [2]string{"content-type", "application/json"} {
+		if out.local.details != filterspec.DetailsRejected || len(out.local.headers) != 1 || out.local.headers[0] != [2]string{"content-type", "application/json"} {
 			t.Fatalf("reply %+v", out.local)
 		}
 		var e struct {
@@ -158,7 +159,7 @@ func TestRejections(t *testing.T) {
 	check(send(p, h, 9, "POST", "/", map[string]string{"content-encoding": "gzip"}, []byte(`{"a":"0123456789"}`), modeLength), 415)
 	want := map[string]int64{"400": 2, "413": 3, "415": 3}
 	for s, n := range want {
-		if got := h.counters[metric(MetricRejected, "status", s)]; got != n {
+		if got := h.counters[metric(filterspec.MetricRejected, "status", s)]; got != n {
 			t.Errorf("rejected %s = %d want %d", s, got, n)
 		}
 	}
@@ -182,10 +183,10 @@ func TestFailClosed(t *testing.T) {
 					h.fail[m] = true
 				}
 				out := send(p, h, 2, "POST", "/", nil, body, md)
-				if out.forwarded || out.local == nil || out.local.status != 503 || out.local.details != DetailsFailed {
+				if out.forwarded || out.local == nil || out.local.status != 503 || out.local.details != filterspec.DetailsFailed {
 					t.Errorf("%s panics=%v %v: %+v", m, panics, md, out)
 				}
-				if h.counters[metric(MetricIgnored, "reason", "untrusted")] != 0 {
+				if h.counters[metric(filterspec.MetricIgnored, "reason", "untrusted")] != 0 {
 					t.Errorf("%s: counted a hint that was not forwarded", m)
 				}
 				// The plugin keeps working afterwards.

@@ -3,82 +3,31 @@ package filter
 import (
 	"strconv"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
-// Properties the filter sets on a request it decided, so that the host's
-// access log can say what became of the hint without the filter logging
-// per request (docs/spec.md, Logs). They go through proxy_set_property,
-// which every proxy-wasm host offers: Envoy keeps each as the filter state
-// object "wasm.<name>", which an access-log format prints with
-// %FILTER_STATE(wasm.kvgate.hint:PLAIN)%; the sidecar reads them from the
-// host's Decision. Values never carry anything of the hint itself.
-const (
-	// PropertyHint is what became of the request's hint: HintNone,
-	// HintStripped, HintAdmitted, "discarded:<reason>" or HintRejected. It
-	// is set for every non-empty body the filter inspected and for every
-	// request it refused; not for requests it let through uninspected
-	// (no body, an excluded path).
-	PropertyHint = "kvgate.hint"
-	// PropertyHintReason is the reason the hint was counted under in
-	// trtllm_kv_hints_ignored_total (untrusted, unknown_version, oversized,
-	// malformed); set only when one was.
-	PropertyHintReason = "kvgate.hint_reason"
-	// PropertyHintDetail says where and why a discarded envelope is at
-	// fault (kvhints.Explain: "actions[0].payload is not an object but an
-	// array"); set only for a discarded hint.
-	PropertyHintDetail = "kvgate.hint_detail"
-	// PropertySenderTrusted is "true" or "false": whether the request was
-	// handled as from a trusted sender (trust_kv_hints, or a matching
-	// trusted_senders rule). Set with PropertyHint, but not with HintRejected.
-	PropertySenderTrusted = "kvgate.sender_trusted"
-	// PropertySenderRule is the index of the trusted_senders rule that
-	// matched the sender ("0" for the first); set only when one did. It is
-	// all the access log says of the sender's identity.
-	PropertySenderRule = "kvgate.sender_rule"
-)
-
-// The values of PropertyHint.
-const (
-	// HintNone: the body carries no hint, or only null (no hint either).
-	HintNone = "none"
-	// HintStripped: an untrusted sender's hint was removed.
-	HintStripped = "stripped"
-	// HintAdmitted: a trusted sender's envelope was admitted and forwarded.
-	HintAdmitted = "admitted"
-	// HintRejected: the filter refused the request (400, 413, 415, or a
-	// gRPC request under "grpc": "refuse"), so nothing of it was forwarded.
-	HintRejected = "rejected"
-	// HintDiscarded is the prefix of a trusted sender's discarded hint,
-	// followed by the reason: "discarded:malformed".
-	HintDiscarded = "discarded:"
-	// HintDetected: in detect mode, a hint that enforcing would have
-	// stripped or discarded (PropertyHintReason says why), forwarded as
-	// received.
-	HintDetected = "detected"
-)
-
-// hintValue is PropertyHint's value for a rewrite's result; constants
+// hintValue is filterspec.PropertyHint's value for a rewrite's result; constants
 // only, so that reporting allocates nothing.
 func hintValue(res kvhints.Result) string {
 	switch res.Outcome {
 	case kvhints.OutcomeStripped:
-		return HintStripped
+		return filterspec.HintStripped
 	case kvhints.OutcomeAdmitted:
-		return HintAdmitted
+		return filterspec.HintAdmitted
 	case kvhints.OutcomeRejected:
-		return HintRejected
+		return filterspec.HintRejected
 	case kvhints.OutcomeDiscarded:
 		switch res.Reason {
 		case kvhints.ReasonUnknownVersion:
-			return HintDiscarded + "unknown_version"
+			return filterspec.HintDiscarded + "unknown_version"
 		case kvhints.ReasonOversized:
-			return HintDiscarded + "oversized"
+			return filterspec.HintDiscarded + "oversized"
 		}
-		return HintDiscarded + "malformed"
+		return filterspec.HintDiscarded + "malformed"
 	}
-	return HintNone
+	return filterspec.HintNone
 }
 
 // report sets the properties of a body the filter decided, rule being the
@@ -89,21 +38,21 @@ func hintValue(res kvhints.Result) string {
 func (p *Plugin) report(res kvhints.Result, body []byte, policy kvhints.Policy, rule int, detect bool) {
 	hint := hintValue(res)
 	if detect && (res.Outcome == kvhints.OutcomeStripped || res.Outcome == kvhints.OutcomeDiscarded) {
-		hint = HintDetected
+		hint = filterspec.HintDetected
 	}
-	p.setProperty(PropertyHint, hint)
-	p.setProperty(PropertySenderTrusted, strconv.FormatBool(policy.Trusted))
+	p.setProperty(filterspec.PropertyHint, hint)
+	p.setProperty(filterspec.PropertySenderTrusted, strconv.FormatBool(policy.Trusted))
 	if rule >= 0 {
-		p.setProperty(PropertySenderRule, strconv.Itoa(rule))
+		p.setProperty(filterspec.PropertySenderRule, strconv.Itoa(rule))
 	}
 	if res.Reason != kvhints.ReasonNone {
-		p.setProperty(PropertyHintReason, res.Reason.String())
+		p.setProperty(filterspec.PropertyHintReason, res.Reason.String())
 	}
 	if res.Outcome != kvhints.OutcomeDiscarded {
 		return
 	}
 	if e := p.rw.Explain(body, policy); e != nil {
-		p.setProperty(PropertyHintDetail, e.Detail)
+		p.setProperty(filterspec.PropertyHintDetail, e.Detail)
 		p.host.Log(proxywasm.LogDebug, "kvgate: kv_hints discarded ("+res.Reason.String()+"): "+e.Detail)
 	}
 }

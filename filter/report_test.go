@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
@@ -33,15 +34,15 @@ func TestReportedHint(t *testing.T) {
 		vectors.Each(func(c *vectors.Case, v string, _ vectors.Result) {
 			defer clear(r.h.set)
 			hint, reason := c.Hint()
-			if got := r.h.set[PropertyHint]; got != hint {
-				t.Errorf("%s/%s: %s = %q, want %q", c.Name, v, PropertyHint, got, hint)
+			if got := r.h.set[filterspec.PropertyHint]; got != hint {
+				t.Errorf("%s/%s: %s = %q, want %q", c.Name, v, filterspec.PropertyHint, got, hint)
 			}
-			if got := r.h.set[PropertyHintReason]; got != reason {
-				t.Errorf("%s/%s: %s = %q, want %q", c.Name, v, PropertyHintReason, got, reason)
+			if got := r.h.set[filterspec.PropertyHintReason]; got != reason {
+				t.Errorf("%s/%s: %s = %q, want %q", c.Name, v, filterspec.PropertyHintReason, got, reason)
 			}
-			detail, ok := r.h.set[PropertyHintDetail]
-			if ok != strings.HasPrefix(hint, HintDiscarded) || ok && detail == "" {
-				t.Errorf("%s/%s: %s = %q (set: %v) for %s", c.Name, v, PropertyHintDetail, detail, ok, hint)
+			detail, ok := r.h.set[filterspec.PropertyHintDetail]
+			if ok != strings.HasPrefix(hint, filterspec.HintDiscarded) || ok && detail == "" {
+				t.Errorf("%s/%s: %s = %q (set: %v) for %s", c.Name, v, filterspec.PropertyHintDetail, detail, ok, hint)
 			}
 		}))
 }
@@ -54,7 +55,7 @@ func TestReportDetailAndRefusedProperty(t *testing.T) {
 	body := []byte(`{"kv_hints":{"protocol_version":"0.1","message_id":"m","actions":[{"action_id":"a","action_type":"t","action_version":"1","payload":"top-secret"}]}}`)
 	out := send(p, h, 2, "POST", "/v1/x", jsonCT, body, modeLength)
 	want := "actions[0].payload is not an object but a string"
-	if !out.forwarded || h.set[PropertyHintDetail] != want || h.set[PropertyHint] != "discarded:malformed" {
+	if !out.forwarded || h.set[filterspec.PropertyHintDetail] != want || h.set[filterspec.PropertyHint] != "discarded:malformed" {
 		t.Fatalf("%+v %q", out, h.set)
 	}
 	if last := h.logs[len(h.logs)-1]; last != "kvgate: kv_hints discarded (malformed): "+want {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -50,7 +51,7 @@ func TestTrustedSenders(t *testing.T) {
 				out := send(p, h, 2, "POST", "/v1/chat/completions", jsonCT, body, m)
 				want, metric := stripped, metricUntrusted
 				if c.trusted {
-					want, metric = admitted, MetricAdmitted
+					want, metric = admitted, filterspec.MetricAdmitted
 				}
 				if !out.forwarded || !bytes.Equal(out.body, want) {
 					t.Fatalf("%v: forwarded %v %q, want %q", m, out.forwarded, out.body, want)
@@ -70,7 +71,7 @@ func TestTrustedSenders(t *testing.T) {
 	}
 }
 
-var metricUntrusted = metric(MetricIgnored, "reason", "untrusted")
+var metricUntrusted = metric(filterspec.MetricIgnored, "reason", "untrusted")
 
 func snapshot(h *fakeHost) map[string]int64 {
 	m := map[string]int64{}
@@ -100,7 +101,7 @@ func pretty(s string) string { return strings.ReplaceAll(s, ",", ",\n ") }
 // inspect.
 func TestSenderPropertyReads(t *testing.T) {
 	body := []byte(`{"kv_hints":` + refHint + `}`)
-	all := []string{PropertyMTLS, PropertyURISAN, PropertyDNSSAN, PropertySourceAddress}
+	all := []string{filterspec.PropertyMTLS, filterspec.PropertyURISAN, filterspec.PropertyDNSSAN, filterspec.PropertySourceAddress}
 	for _, c := range []struct {
 		name, config string
 		mtls         bool
@@ -109,13 +110,13 @@ func TestSenderPropertyReads(t *testing.T) {
 		{"no rules", `{}`, true, nil},
 		{"trust everyone", `{"trust_kv_hints":true}`, true, nil},
 		{"an empty list", `{"trusted_senders":[]}`, true, nil},
-		{"cidr only", `{"trusted_senders":[{"source_cidr":"10.0.0.0/8"}]}`, true, []string{PropertySourceAddress}},
-		{"principal, certificate", `{"trusted_senders":[{"principal":"spiffe://a/b"}]}`, true, []string{PropertyMTLS, PropertyURISAN}},
-		{"principal, no certificate", `{"trusted_senders":[{"principal":"spiffe://a/b"}]}`, false, []string{PropertyMTLS}},
-		{"dns, certificate", `{"trusted_senders":[{"dns_name":"a.b"}]}`, true, []string{PropertyMTLS, PropertyDNSSAN}},
+		{"cidr only", `{"trusted_senders":[{"source_cidr":"10.0.0.0/8"}]}`, true, []string{filterspec.PropertySourceAddress}},
+		{"principal, certificate", `{"trusted_senders":[{"principal":"spiffe://a/b"}]}`, true, []string{filterspec.PropertyMTLS, filterspec.PropertyURISAN}},
+		{"principal, no certificate", `{"trusted_senders":[{"principal":"spiffe://a/b"}]}`, false, []string{filterspec.PropertyMTLS}},
+		{"dns, certificate", `{"trusted_senders":[{"dns_name":"a.b"}]}`, true, []string{filterspec.PropertyMTLS, filterspec.PropertyDNSSAN}},
 		{"every member, certificate", `{"trusted_senders":[{"dns_name":"a.b"},{"principal":"x/*","source_cidr":"::/0"}]}`, true, all},
 		{"every member, no certificate", `{"trusted_senders":[{"dns_name":"a.b"},{"principal":"x/*","source_cidr":"::/0"}]}`, false,
-			[]string{PropertyMTLS, PropertySourceAddress}},
+			[]string{filterspec.PropertyMTLS, filterspec.PropertySourceAddress}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newFakeHost(c.config)
@@ -168,8 +169,8 @@ func TestSenderSteadyStateAllocations(t *testing.T) {
 	body := []byte(`{"model":"m","kv_hints":` + refHint + `,"prompt":"` + strings.Repeat("x", 1000) + `"}`)
 	hdrs := proxywasm.EncodeHeaderMap([][2]string{{":path", "/v1/chat/completions"}, {"content-length", "1234"}})
 	host := &propHost{allocFreeHost: allocFreeHost{fakeHost: h, hdrs: hdrs, body: body},
-		props: map[string][]byte{PropertyMTLS: {1}, PropertyURISAN: []byte("spiffe://cluster.local/ns/batch/sa/job"),
-			PropertyDNSSAN: []byte("job.batch.svc"), PropertySourceAddress: []byte("[2001:db8:7::9]:5000")}}
+		props: map[string][]byte{filterspec.PropertyMTLS: {1}, filterspec.PropertyURISAN: []byte("spiffe://cluster.local/ns/batch/sa/job"),
+			filterspec.PropertyDNSSAN: []byte("job.batch.svc"), filterspec.PropertySourceAddress: []byte("[2001:db8:7::9]:5000")}}
 	p.host = host
 	if n := requestAllocs(p, len(body)); n != 0 {
 		t.Errorf("%v allocations per request", n)
@@ -197,8 +198,8 @@ func BenchmarkSenderDecision(b *testing.B) {
 	h := newFakeHost(sendersConfig)
 	p, _ := newPlugin(h)
 	host := &propHost{allocFreeHost: allocFreeHost{fakeHost: h},
-		props: map[string][]byte{PropertyMTLS: {1}, PropertyURISAN: []byte("spiffe://cluster.local/ns/llm/sa/router"),
-			PropertySourceAddress: []byte("10.1.2.3:5000")}}
+		props: map[string][]byte{filterspec.PropertyMTLS: {1}, filterspec.PropertyURISAN: []byte("spiffe://cluster.local/ns/llm/sa/router"),
+			filterspec.PropertySourceAddress: []byte("10.1.2.3:5000")}}
 	p.host = host
 	rules := p.root(rootID).cfg.TrustedSenders
 	b.ReportAllocs()

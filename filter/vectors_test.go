@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
@@ -44,7 +45,7 @@ func (r *fakeRunner) Send(c *vectors.Case) (vectors.Result, error) {
 		}
 	}
 	r.id++
-	uninspected := metric(MetricUninspected, "protocol", "grpc")
+	uninspected := metric(filterspec.MetricUninspected, "protocol", "grpc")
 	before := r.h.counters[uninspected]
 	out := send(r.p, r.h, r.id, c.Request.Method, c.Request.Path, c.Request.Headers, c.Request.Body, r.m)
 	// Only a body that passes uninspected (counted so) may stream.
@@ -92,7 +93,7 @@ func TestVectorSeries(t *testing.T) {
 		kit = append(kit, s.ProxyWasmName())
 	}
 	slices.Sort(kit)
-	names := slices.Sorted(slices.Values(MetricNames()))
+	names := slices.Sorted(slices.Values(filterspec.MetricNames()))
 	if !slices.Equal(kit, names) {
 		t.Errorf("kit series %q, filter's %q", kit, names)
 	}

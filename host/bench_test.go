@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	kvfilter "github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/host/internal/linmem"
 	"github.com/kvgate/kvgate/wasm"
 )
@@ -60,7 +60,7 @@ func startBenchHost(b *testing.B, limit int, retire bool) *Host {
 	b.Helper()
 	opts := Options{PoolSize: 1, CacheDir: testCacheDir(b), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PluginConfig:     []byte(fmt.Sprintf(`{"max_body_bytes":%d}`, limit)),
-		MemoryLimitPages: uint32(max(kvfilter.MemoryAt(limit).Peak()>>16+1, DefaultMemoryLimitPages)),
+		MemoryLimitPages: uint32(max(filterspec.MemoryAt(limit).Peak()>>16+1, DefaultMemoryLimitPages)),
 		RetireBytes:      1 << 40,
 	}
 	if retire {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/tests/vectors"
@@ -24,11 +25,12 @@ func (rb *rulebook) Send(c *vectors.Case) (vectors.Result, error) {
 	trusted := c.Trusted
 	if c.Sender != nil {
 		// The rules decide from the sender's properties.
-		s, _, err := kvhints.ParseSenders(c.TrustedSenders)
+		cfg, err := filterspec.ParseConfig(append(append([]byte(`{"trusted_senders":`), c.TrustedSenders...), '}'))
 		if err != nil {
 			return vectors.Result{}, err
 		}
-		var sp kvhints.SenderProps
+		s := cfg.TrustedSenders
+		var sp filterspec.SenderProps
 		sp.MTLS, _ = c.Sender.Property("connection.mtls")
 		sp.URISAN, _ = c.Sender.Property("connection.uri_san_peer_certificate")
 		sp.DNSSAN, _ = c.Sender.Property("connection.dns_san_peer_certificate")

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
-
-	"github.com/kvgate/kvgate/filter"
 )
 
 const refHint = `{"protocol_version":"0.1","message_id":"msg-123","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":{"source_control_endpoint":"tcp://127.0.0.1:23280","block_hashes":[11,22]}}]}`
@@ -152,8 +151,8 @@ func TestMemoryFollowsBodyLimit(t *testing.T) {
 			t.Logf("limit %d MiB%s: linear memory %.1f MiB after configure, %.1f MiB after bodies of 1/8 to 8/8 of it",
 				limit>>20, trust, float64(start)/(1<<20), float64(end)/(1<<20))
 			// What the guest says it needs (the sidecar sizes instances by it).
-			if m := filter.MemoryAt(limit); uint64(start) > m.WorkingSet() || uint64(start) < m.Reserved {
-				t.Errorf("limit %d: %d bytes after configure, outside filter.MemoryAt's reserved %d to working set %d", limit, start, m.Reserved, m.WorkingSet())
+			if m := filterspec.MemoryAt(limit); uint64(start) > m.WorkingSet() || uint64(start) < m.Reserved {
+				t.Errorf("limit %d: %d bytes after configure, outside filterspec.MemoryAt's reserved %d to working set %d", limit, start, m.Reserved, m.WorkingSet())
 			}
 			if end-start > 1<<20 {
 				t.Errorf("limit %d%s: linear memory grew by %d bytes", limit, trust, end-start)

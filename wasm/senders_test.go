@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 )
 
 const routerID = "spiffe://cluster.local/ns/llm/sa/router"
@@ -36,12 +36,12 @@ func sendersDoc(n int) string {
 }
 
 func setSender(h *wzHost, mtls bool, uri, src string) {
-	h.props = map[string][]byte{filter.PropertyMTLS: {0}, filter.PropertySourceAddress: []byte(src)}
+	h.props = map[string][]byte{filterspec.PropertyMTLS: {0}, filterspec.PropertySourceAddress: []byte(src)}
 	if mtls {
-		h.props[filter.PropertyMTLS] = []byte{1}
+		h.props[filterspec.PropertyMTLS] = []byte{1}
 	}
 	if uri != "" {
-		h.props[filter.PropertyURISAN] = []byte(uri)
+		h.props[filterspec.PropertyURISAN] = []byte(uri)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/host"
 )
 
@@ -19,7 +19,7 @@ import (
 type accessInfo struct {
 	requestID string
 	// hint, hintReason, hintDetail, senderTrusted and senderRule are the
-	// filter's report, the properties it set (filter.PropertyHint...); nil
+	// filter's report, the properties it set (filterspec.PropertyHint...); nil
 	// when it set none.
 	hint, hintReason, hintDetail []byte
 	senderTrusted, senderRule    []byte
@@ -84,11 +84,11 @@ func (a *accessInfo) noteFilter(d *host.Decision, took time.Duration) {
 	if d == nil {
 		return
 	}
-	a.hint = d.Properties[filter.PropertyHint]
-	a.hintReason = d.Properties[filter.PropertyHintReason]
-	a.hintDetail = d.Properties[filter.PropertyHintDetail]
-	a.senderTrusted = d.Properties[filter.PropertySenderTrusted]
-	a.senderRule = d.Properties[filter.PropertySenderRule]
+	a.hint = d.Properties[filterspec.PropertyHint]
+	a.hintReason = d.Properties[filterspec.PropertyHintReason]
+	a.hintDetail = d.Properties[filterspec.PropertyHintDetail]
+	a.senderTrusted = d.Properties[filterspec.PropertySenderTrusted]
+	a.senderRule = d.Properties[filterspec.PropertySenderRule]
 }
 
 // addAttrs adds the access log attributes: request_id; hint, "-" when the

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 )
 
 // configDoc is the configuration reference this test keeps honest.
@@ -89,12 +89,12 @@ func knownList(t *testing.T, err error) []string {
 }
 
 // pendingMembers are documented members that a branch being merged adds
-// to filter.ParseConfig (issue 13, trusted senders); a pending member that
+// to filterspec.ParseConfig (issue 13, trusted senders); a pending member that
 // the parser does not know yet is not an extra row. Remove an entry once
 // the parser knows it; from then on it is checked like any other.
 var pendingMembers = map[string]bool{}
 
-// Every member filter.ParseConfig accepts has a row in the reference, and
+// Every member filterspec.ParseConfig accepts has a row in the reference, and
 // every row is a member it accepts; each default is the one an empty
 // configuration gets, and each integer range is the one the parser
 // enforces. The same for the members of a trusted_senders rule, once the
@@ -106,7 +106,7 @@ func TestConfigDocPluginMembers(t *testing.T) {
 	}
 	doc := string(b)
 	rows := docTable(t, doc, "## Plugin configuration")
-	_, err = filter.ParseConfig([]byte(`{"zz_no_such_member":1}`))
+	_, err = filterspec.ParseConfig([]byte(`{"zz_no_such_member":1}`))
 	known := knownList(t, err)
 	for _, m := range known {
 		if _, ok := rows[m]; !ok {
@@ -114,14 +114,14 @@ func TestConfigDocPluginMembers(t *testing.T) {
 		}
 	}
 	var defaults map[string]any
-	def := filter.DefaultConfig()
+	def := filterspec.DefaultConfig()
 	if err := json.Unmarshal(def.JSON(), &defaults); err != nil {
 		t.Fatal(err)
 	}
 	for name, r := range rows {
 		if !slices.Contains(known, name) {
 			if !pendingMembers[name] {
-				t.Errorf("%s documents %s, which filter.ParseConfig does not accept", configDoc, name)
+				t.Errorf("%s documents %s, which filterspec.ParseConfig does not accept", configDoc, name)
 			}
 			continue
 		}
@@ -142,7 +142,7 @@ func TestConfigDocPluginMembers(t *testing.T) {
 		// range is exactly the parser's.
 		switch {
 		case r.typ == "boolean":
-			if _, err := filter.ParseConfig([]byte(`{"` + name + `":true}`)); err != nil {
+			if _, err := filterspec.ParseConfig([]byte(`{"` + name + `":true}`)); err != nil {
 				t.Errorf("%s: documented boolean, but true is refused: %v", name, err)
 			}
 		case strings.HasPrefix(r.typ, "integer"):
@@ -154,7 +154,7 @@ func TestConfigDocPluginMembers(t *testing.T) {
 			lo, _ := strconv.Atoi(m[1])
 			hi, _ := strconv.Atoi(m[2])
 			for v, ok := range map[int]bool{lo: true, hi: true, lo - 1: false, hi + 1: false} {
-				_, err := filter.ParseConfig([]byte(`{"` + name + `":` + strconv.Itoa(v) + `}`))
+				_, err := filterspec.ParseConfig([]byte(`{"` + name + `":` + strconv.Itoa(v) + `}`))
 				if (err == nil) != ok {
 					t.Errorf("%s: documented range %d to %d, but %d gives %v", name, lo, hi, v, err)
 				}
@@ -165,10 +165,10 @@ func TestConfigDocPluginMembers(t *testing.T) {
 	// The rule members, checked once the parser has trusted_senders.
 	ruleRows := docTable(t, doc, "### `trusted_senders` rules")
 	if !slices.Contains(known, "trusted_senders") {
-		t.Logf("filter.ParseConfig has no trusted_senders yet: rule members %v not checked", slices.Sorted(maps.Keys(ruleRows)))
+		t.Logf("filterspec.ParseConfig has no trusted_senders yet: rule members %v not checked", slices.Sorted(maps.Keys(ruleRows)))
 		return
 	}
-	_, err = filter.ParseConfig([]byte(`{"trusted_senders":[{"zz_no_such_member":"x"}]}`))
+	_, err = filterspec.ParseConfig([]byte(`{"trusted_senders":[{"zz_no_such_member":"x"}]}`))
 	ruleKnown := knownList(t, err)
 	for _, m := range ruleKnown {
 		if _, ok := ruleRows[m]; !ok {

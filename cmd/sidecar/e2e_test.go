@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/syncbuf"
 
-	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/tests/pki"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
@@ -117,7 +117,7 @@ func (*binaryRunner) Observes() vectors.Observes {
 func (r *binaryRunner) Configure(t testing.TB, conf string) {
 	args := []string{"-upstream", r.worker, "-filter-config", conf, "-pool-size", "2"}
 	r.scheme = "http"
-	if fc, err := filter.ParseConfig([]byte(conf)); err == nil && fc.TrustedSenders != nil {
+	if fc, err := filterspec.ParseConfig([]byte(conf)); err == nil && fc.TrustedSenders != nil {
 		if r.tls == nil {
 			r.tls = newSenderPKI(t)
 		}

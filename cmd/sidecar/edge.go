@@ -139,7 +139,7 @@ func forbiddenTrailer(trailer http.Header) string {
 // escaped ("/v1/{x}" goes as "/v1/%7Bx%7D") and for an absolute-form target
 // ("http://host/v1/x" goes as "/v1/x"); dot segments, "//" and escapes
 // such as %2F are forwarded as they came, and exclude_paths never matches
-// them (filter.Config.Excluded: only canonical paths are excluded).
+// them (filterspec.Config.Excluded: only canonical paths are excluded).
 func forwardTarget(u *url.URL) string {
 	return u.RequestURI()
 }

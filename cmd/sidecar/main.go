@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/version"
 	"github.com/kvgate/kvgate/wasm"
 )
@@ -40,9 +40,9 @@ type config struct {
 	Listen, Upstream, Admin string
 	FilterPath              string
 	Module                  []byte
-	Filter                  filter.Config // the plugin configuration
-	PluginConfig            []byte        // Filter as the JSON handed to the guest
-	MaxBodyBytes            int64         // Filter.MaxBodyBytes
+	Filter                  filterspec.Config // the plugin configuration
+	PluginConfig            []byte            // Filter as the JSON handed to the guest
+	MaxBodyBytes            int64             // Filter.MaxBodyBytes
 	PoolSize                int
 	CacheDir                string
 	DrainTimeout            time.Duration
@@ -113,7 +113,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve TLS on -listen with; re-read when it changes. Needs -tls-key")
 	tlsKey := fs.String("tls-key", "", "PEM private key of -tls-cert")
 	clientCA := fs.String("client-ca", "", "PEM CA certificates that verify client certificates on the TLS listener, when presented (a client without one is served as an untrusted sender); the identity trusted_senders rules match")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", filter.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filter.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", filterspec.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filterspec.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
 	fs.IntVar(&cfg.PoolSize, "pool-size", 0, "wasm filter instances (0: GOMAXPROCS)")
 	defCache, noDefCache := defaultCacheDir()
 	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk cache of the compiled filter, kept across restarts; empty: in memory only. A directory that cannot be created or written is a warning, and the cache is kept in memory")
@@ -188,8 +188,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if cfg.PoolSize < 0 {
 		return nil, fmt.Errorf("-pool-size %d: must be 0 or more", cfg.PoolSize)
 	}
-	if set["max-body-bytes"] && (cfg.MaxBodyBytes < 1 || cfg.MaxBodyBytes > filter.MaxMaxBodyBytes) {
-		return nil, fmt.Errorf("-max-body-bytes %d: must be from 1 to %d (256 MiB)", cfg.MaxBodyBytes, filter.MaxMaxBodyBytes)
+	if set["max-body-bytes"] && (cfg.MaxBodyBytes < 1 || cfg.MaxBodyBytes > filterspec.MaxMaxBodyBytes) {
+		return nil, fmt.Errorf("-max-body-bytes %d: must be from 1 to %d (256 MiB)", cfg.MaxBodyBytes, filterspec.MaxMaxBodyBytes)
 	}
 	if cfg.MaxConnections <= 0 {
 		return nil, fmt.Errorf("-max-connections %d: must be positive", cfg.MaxConnections)

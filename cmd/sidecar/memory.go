@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/host"
 )
 
@@ -9,7 +9,7 @@ import (
 // filter instance's linear memory (in 64 KiB pages) and the size past which
 // an instance is retired after its request.
 //
-// The guest says what it needs (filter.MemoryAt): a working set that does
+// The guest says what it needs (filterspec.MemoryAt): a working set that does
 // not move whatever bodies come, and how much further a hostile body within
 // the limit can grow it. The cap leaves room for that peak, and an instance
 // that grew 16 MiB past its working set is retired. Neither goes below the
@@ -19,7 +19,7 @@ import (
 // the limit (503 for a body the limit allows).
 func instanceMemory(maxBody int64) (limitPages uint32, retireBytes uint64) {
 	const page, slack = 64 << 10, 16 << 20
-	m := filter.MemoryAt(int(maxBody))
+	m := filterspec.MemoryAt(int(maxBody))
 	limit := (m.Peak() + page - 1) / page
 	limit = min(limit, 1<<16) // 4 GiB, all that wasm32 can address
 	return uint32(max(limit, host.DefaultMemoryLimitPages)), max(m.WorkingSet()+slack, host.DefaultRetireBytes)

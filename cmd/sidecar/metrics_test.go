@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 )
 
 // The filter's series carry the filter's own help texts on /metrics.
@@ -26,8 +26,8 @@ func TestFilterMetricHelp(t *testing.T) {
 			help[name] = text
 		}
 	}
-	for _, fam := range []string{filter.MetricIgnored, filter.MetricAdmitted, filter.MetricRejected} {
-		if got, want := help[fam], filter.MetricHelp(fam); got != want || want == "" {
+	for _, fam := range []string{filterspec.MetricIgnored, filterspec.MetricAdmitted, filterspec.MetricRejected} {
+		if got, want := help[fam], filterspec.MetricHelp(fam); got != want || want == "" {
 			t.Errorf("# HELP %s %q, want %q", fam, got, want)
 		}
 	}

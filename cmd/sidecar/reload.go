@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,7 +15,7 @@ import (
 // configured with, and what the sidecar itself reads of it (the body
 // limit). A request reads it once, at its start.
 type policy struct {
-	filter  filter.Config
+	filter  filterspec.Config
 	trust   trustDecision
 	maxBody int64
 	json    []byte // filter as the guest's plugin configuration
@@ -36,11 +36,11 @@ type policyFlags struct {
 // -max-body-bytes over it. name says where the document came from, for
 // errors.
 func policyFrom(doc []byte, name string, f policyFlags) (*policy, error) {
-	fc, err := filter.ParseConfig(doc)
+	fc, given, err := filterspec.ParseConfigMembers(doc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	td, err := decideTrust(&fc, doc, f.trustSet, f.trust, f.env)
+	td, err := decideTrust(&fc, given, f.trustSet, f.trust, f.env)
 	if err != nil {
 		return nil, err
 	}

@@ -125,6 +125,15 @@ func TestReloadConfigMapSwap(t *testing.T) {
 		}
 	}
 	metric := func(name string) float64 { return scrape(t, l.Admin)[name] }
+	// settled waits up to a second for a reload's count, which follows
+	// the switch: a request can see the new configuration first.
+	settled := func(name string, want float64) float64 {
+		v := metric(name)
+		for deadline := time.Now().Add(time.Second); v != want && time.Now().Before(deadline); v = metric(name) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return v
+	}
 	const (
 		success = `kvgate_config_reloads_total{result="success"}`
 		failure = `kvgate_config_reloads_total{result="failure"}`
@@ -145,7 +154,7 @@ func TestReloadConfigMapSwap(t *testing.T) {
 	if took > 2*time.Second+500*time.Millisecond || !reused {
 		t.Errorf("the new configuration applied after %v (reused connection: %v), want within 2 s on the kept-alive connection", took, reused)
 	}
-	if metric(success) != 1 || metric(lastOK) != 1 || metric(ignored) != float64(stripped) {
+	if settled(success, 1) != 1 || metric(lastOK) != 1 || metric(ignored) != float64(stripped) {
 		t.Errorf("after the reload: successes %v, last successful %v, untrusted count %v (want 1, 1, %d: no series reset)", metric(success), metric(lastOK), metric(ignored), stripped)
 	}
 
@@ -173,7 +182,7 @@ func TestReloadConfigMapSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	took, _ = waitFor(false, 3*time.Second)
-	if metric(success) != 2 || metric(lastOK) != 1 {
+	if settled(success, 2) != 2 || metric(lastOK) != 1 {
 		t.Errorf("after SIGHUP: successes %v, last successful %v", metric(success), metric(lastOK))
 	}
 	t.Logf("SIGHUP applied after %v", took)

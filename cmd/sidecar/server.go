@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/host"
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,7 +104,7 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 		Registerer:       s.reg,
 		HeaderInPlace:    true, // serve forwards r.Header and has no other use for it
 		BodyAlloc:        changedBody,
-		MetricHelp:       filter.MetricHelp,
+		MetricHelp:       filterspec.MetricHelp,
 	})
 	if err != nil {
 		return nil, err

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 )
 
 // Trust sources, as the start-up log names them (trust_source).
@@ -30,7 +28,7 @@ type trustDecision struct {
 // from the first of these that says anything:
 //
 //  1. -trust-kv-hints given on the command line (flagSet), true or false;
-//  2. trust_kv_hints written in the -filter-config document (doc), or
+//  2. trust_kv_hints written in the -filter-config document (given), or
 //     trusted_senders there: explicit configuration, which decides trust
 //     per sender and leaves the switch off;
 //  3. TRTLLM_TRUST_KV_HINTS=1 in the environment (env), the upstream
@@ -41,7 +39,7 @@ type trustDecision struct {
 // environment, and the environment never turns on what trusted_senders
 // limits to some senders. -trust-kv-hints (true) with trusted_senders is
 // an error, as the two are in one document.
-func decideTrust(fc *filter.Config, doc []byte, flagSet, flagVal bool, env string) (trustDecision, error) {
+func decideTrust(fc *filterspec.Config, given filterspec.Members, flagSet, flagVal bool, env string) (trustDecision, error) {
 	senders := fc.TrustedSenders != nil
 	d := trustDecision{env: env}
 	switch {
@@ -50,7 +48,7 @@ func decideTrust(fc *filter.Config, doc []byte, flagSet, flagVal bool, env strin
 			return d, errors.New("-trust-kv-hints: cannot be combined with trusted_senders in -filter-config: one trusts every sender, the other only those its rules match")
 		}
 		fc.TrustKVHints, d.source = flagVal, trustFromFlag
-	case hasMember(doc, "trust_kv_hints") || senders:
+	case given.Has("trust_kv_hints") || senders:
 		d.source = trustFromFilterConfig
 	case env == "1":
 		fc.TrustKVHints, d.source = true, trustFromEnv
@@ -71,20 +69,6 @@ func decideTrust(fc *filter.Config, doc []byte, flagSet, flagVal bool, env strin
 	return d, nil
 }
 
-// hasMember reports whether a configuration document that filter.ParseConfig
-// accepted (one object, or only whitespace) has the top-level member name.
-func hasMember(doc []byte, name string) bool {
-	if len(bytes.TrimSpace(doc)) == 0 {
-		return false
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &m); err != nil {
-		return false
-	}
-	_, ok := m[name]
-	return ok
-}
-
 // logTrust writes the start-up line that says how trust was decided, and
 // a warning when TRTLLM_TRUST_KV_HINTS was set but did not decide.
 func logTrust(log *slog.Logger, cfg *config) {
@@ -98,8 +82,8 @@ func logTrust(log *slog.Logger, cfg *config) {
 
 // warnDetect says, at start-up and at each reload, that the filter
 // enforces nothing: mode detect forwards every hint as received.
-func warnDetect(log *slog.Logger, fc filter.Config) {
-	if fc.Mode == filter.ModeDetect {
+func warnDetect(log *slog.Logger, fc filterspec.Config) {
+	if fc.Mode == filterspec.ModeDetect {
 		log.Warn("mode detect: hints are decided, counted (kvgate_kv_hints_detected_total) and logged (hint=detected) but forwarded as received; nothing is enforced. Use it only in front of workers that still strip hints themselves")
 	}
 }

@@ -37,8 +37,7 @@ import (
 
 	"github.com/kvgate/kvgate/deploy/internal/filterimage"
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
-	"github.com/kvgate/kvgate/metricname"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -534,12 +533,12 @@ func checkFilterDoc(t *testing.T, where string, doc []byte, vals chartutil.Value
 	if want := wantFilterDoc(t, vals); !reflect.DeepEqual(got, want) {
 		t.Errorf("%s:\n got %v\nwant %v", where, got, want)
 	}
-	cfg, err := filter.ParseConfig(doc)
+	cfg, err := filterspec.ParseConfig(doc)
 	if err != nil && got["trusted_senders"] != nil && strings.Contains(err.Error(), "trusted_senders") {
 		t.Logf("%s: this filter does not know trusted_senders yet (%v); parsing the rest", where, err)
 		delete(got, "trusted_senders")
 		rest, _ := json.Marshal(got)
-		cfg, err = filter.ParseConfig(rest)
+		cfg, err = filterspec.ParseConfig(rest)
 	}
 	if err != nil {
 		t.Fatalf("%s: the filter refuses the rendered configuration: %v\n%s", where, err, doc)
@@ -853,19 +852,15 @@ func checkIstio(t *testing.T, o *objects, vals chartutil.Values) {
 	if err := json.Unmarshal([]byte(cm.Data["custom_bootstrap.json"]), &boot); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
-		"reason " + metricname.Regex(filter.MetricIgnored, "reason"),
-		"status " + metricname.Regex(filter.MetricRejected, "status"),
-		"protocol " + metricname.Regex(filter.MetricUninspected, "protocol"),
-		"protocol " + metricname.Regex(filter.MetricRefused, "protocol"),
-		"reason " + metricname.Regex(filter.MetricDetected, "reason"),
+	var want, got []string
+	for _, tag := range filterspec.EnvoyStatsTags() {
+		want = append(want, tag.TagName+" "+tag.Regex)
 	}
-	var got []string
 	for _, tag := range boot.StatsConfig.StatsTags {
 		got = append(got, tag.TagName+" "+tag.Regex)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("stats_tags %v, want metricname.Regex %v", got, want)
+		t.Errorf("stats_tags %v, want filterspec.EnvoyStatsTags %v", got, want)
 	}
 	if is["authorizationPolicy"].(map[string]any)["enabled"] == true {
 		ap := o.authzPolicy

@@ -8,14 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/kvgate/kvgate/filter"
 )
 
 // istioDir holds the hand-applied Istio manifests (envoy/README.md).
@@ -95,8 +94,8 @@ func TestIstioModeIsEnvoyIstio(t *testing.T) {
 	if !proto.Equal(got, &wp) {
 		t.Errorf("WasmPlugin\n got %v\nwant %v (envoy/istio/wasmplugin.yaml)", got, &wp)
 	}
-	a, errA := filter.ParseConfig(gotPC)
-	b, errB := filter.ParseConfig(pc)
+	a, errA := filterspec.ParseConfig(gotPC)
+	b, errB := filterspec.ParseConfig(pc)
 	if errA != nil || errB != nil || string(a.JSON()) != string(b.JSON()) {
 		t.Errorf("pluginConfig: the chart's %s (%v) is not envoy/istio's %s (%v)", gotPC, errA, pc, errB)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy/native/internal/abi"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/proxywasm"
 )
@@ -84,12 +84,12 @@ func FuzzHooks(f *testing.F) {
 			return
 		}
 		// The policy the rules reach for the sender.
-		cfg, err := filter.ParseConfig([]byte(doc))
+		cfg, err := filterspec.ParseConfig([]byte(doc))
 		if err != nil {
 			t.Fatal(err)
 		}
 		pol := cfg.Policy()
-		sp := kvhints.SenderProps{MTLS: []byte{0}}
+		sp := filterspec.SenderProps{MTLS: []byte{0}}
 		if source != "" {
 			sp.SourceAddress = []byte(source)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy/native/internal/abi"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -257,16 +258,16 @@ func (h *host) SendLocalResponse(status int, details string, body, headers []byt
 // access-log format serves both filters.
 func filterStateKey(path string) string {
 	switch path {
-	case filter.PropertyHint:
-		return "wasm." + filter.PropertyHint
-	case filter.PropertyHintReason:
-		return "wasm." + filter.PropertyHintReason
-	case filter.PropertyHintDetail:
-		return "wasm." + filter.PropertyHintDetail
-	case filter.PropertySenderTrusted:
-		return "wasm." + filter.PropertySenderTrusted
-	case filter.PropertySenderRule:
-		return "wasm." + filter.PropertySenderRule
+	case filterspec.PropertyHint:
+		return "wasm." + filterspec.PropertyHint
+	case filterspec.PropertyHintReason:
+		return "wasm." + filterspec.PropertyHintReason
+	case filterspec.PropertyHintDetail:
+		return "wasm." + filterspec.PropertyHintDetail
+	case filterspec.PropertySenderTrusted:
+		return "wasm." + filterspec.PropertySenderTrusted
+	case filterspec.PropertySenderRule:
+		return "wasm." + filterspec.PropertySenderRule
 	}
 	return "wasm." + path
 }
@@ -317,7 +318,7 @@ func (h *host) GetProperty(path string) ([]byte, error) {
 	}
 	var a abi.Attribute
 	switch path {
-	case filter.PropertyMTLS:
+	case filterspec.PropertyMTLS:
 		v, ok := h.s.AttributeBool(abi.ConnectionMTLS)
 		if !ok {
 			return nil, nil
@@ -326,11 +327,11 @@ func (h *host) GetProperty(path string) ([]byte, error) {
 			return []byte{1}, nil
 		}
 		return []byte{0}, nil
-	case filter.PropertyURISAN:
+	case filterspec.PropertyURISAN:
 		a = abi.ConnectionURISANPeerCertificate
-	case filter.PropertyDNSSAN:
+	case filterspec.PropertyDNSSAN:
 		a = abi.ConnectionDNSSANPeerCertificate
-	case filter.PropertySourceAddress:
+	case filterspec.PropertySourceAddress:
 		a = abi.SourceAddress
 	default:
 		return nil, errUnknownProp

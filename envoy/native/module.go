@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/metricname"
 	"github.com/kvgate/kvgate/proxywasm"
 
@@ -81,8 +82,8 @@ type Module struct {
 type config struct {
 	index      int
 	doc        []byte
-	cfg        filter.Config
-	names      []string // metricname-encoded series names, filter.MetricNames order
+	cfg        filterspec.Config
+	names      []string // metricname-encoded series names, filterspec.MetricNames order
 	seriesBase uint32   // index of names[0] in the module's series table
 }
 
@@ -149,11 +150,11 @@ func (m *Module) NewConfig(env Env, name string, doc []byte) (h uintptr, err err
 			h, err = 0, &panicError{r}
 		}
 	}()
-	cfg, err := filter.ParseConfig(doc)
+	cfg, err := filterspec.ParseConfig(doc)
 	if err != nil {
 		return 0, err
 	}
-	c := &config{doc: append([]byte(nil), doc...), cfg: cfg, names: filter.MetricNames()}
+	c := &config{doc: append([]byte(nil), doc...), cfg: cfg, names: filterspec.MetricNames()}
 	// One family per metric name, its labels Envoy's: the same series
 	// /stats/prometheus shows for the wasm filter through stats_tags.
 	families := map[string]uint{}
@@ -201,7 +202,7 @@ func (m *Module) NewConfig(env Env, name string, doc []byte) (h uintptr, err err
 	st = append(st, series...)
 	m.seriesTab.Store(&st)
 	m.configs.Store(&cs)
-	env.Log(int(proxywasm.LogInfo), "kvgate: native filter "+name+" configured: version="+filter.Version+
+	env.Log(int(proxywasm.LogInfo), "kvgate: native filter "+name+" configured: version="+filterspec.Version+
 		" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
 		" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
 	return uintptr(c.index + 1), nil
@@ -482,7 +483,7 @@ func (m *Module) failClosed(f abi.Filter, why string) {
 	if f.IsNil() {
 		return
 	}
-	m.newStream(nil, f).SendResponse(503, [][2]string{{"content-type", "application/json"}}, filter.FailureBody, filter.DetailsFailed)
+	m.newStream(nil, f).SendResponse(503, [][2]string{{"content-type", "application/json"}}, filterspec.FailureBody, filterspec.DetailsFailed)
 }
 
 type configError struct{ msg string }

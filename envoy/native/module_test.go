@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy/native/internal/abi"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/metricname"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
@@ -29,17 +29,17 @@ func withLength(n int) [][2]string {
 }
 
 func ignored(reason string) string {
-	return metricname.Encode(filter.MetricIgnored, metricname.Label{Name: "reason", Value: reason})
+	return metricname.Encode(filterspec.MetricIgnored, metricname.Label{Name: "reason", Value: reason})
 }
 
 // Every series the wasm filter defines exists from the configuration on,
 // at 0, as one family per metric with Envoy labels.
 func TestSeriesDefined(t *testing.T) {
 	e := mustFake(t, "")
-	if len(e.env.counts) != len(filter.MetricNames()) {
-		t.Fatalf("%d series, want %d: %v", len(e.env.counts), len(filter.MetricNames()), e.env.counts)
+	if len(e.env.counts) != len(filterspec.MetricNames()) {
+		t.Fatalf("%d series, want %d: %v", len(e.env.counts), len(filterspec.MetricNames()), e.env.counts)
 	}
-	for _, n := range filter.MetricNames() {
+	for _, n := range filterspec.MetricNames() {
 		if v, ok := e.env.counts[n]; !ok || v != 0 {
 			t.Errorf("series %s: %d, %v", n, v, ok)
 		}
@@ -59,10 +59,10 @@ func TestSeriesDefined(t *testing.T) {
 // the same errors, word for word.
 func TestConfigErrors(t *testing.T) {
 	for _, doc := range []string{`{"trust_kv_hint":true}`, `{"max_body_bytes":-1}`, `[]`, `{"trust_kv_hints":true,"trusted_senders":[{"principal":"x"}]}`} {
-		_, werr := filter.ParseConfig([]byte(doc))
+		_, werr := filterspec.ParseConfig([]byte(doc))
 		_, err := newFakeEnvoy(doc)
 		if werr == nil || err == nil || err.Error() != werr.Error() {
-			t.Errorf("%s: native %v, filter.ParseConfig %v", doc, err, werr)
+			t.Errorf("%s: native %v, filterspec.ParseConfig %v", doc, err, werr)
 		}
 	}
 	env := newFakeEnv()
@@ -115,7 +115,7 @@ func TestUnchangedAndAdmitted(t *testing.T) {
 	if want := `{"kv_hints": ` + env + `, "model":"m"}`; string(x.body) != want || x.state["wasm.kvgate.hint"] != "admitted" {
 		t.Errorf("envelope: forwarded %q (state %v), want %q", x.body, x.state, want)
 	}
-	if e.env.counts[metricname.Encode(filter.MetricAdmitted)] != 1 {
+	if e.env.counts[metricname.Encode(filterspec.MetricAdmitted)] != 1 {
 		t.Errorf("admitted not counted: %v", e.env.counts)
 	}
 }
@@ -136,7 +136,7 @@ func TestAnswers(t *testing.T) {
 		{"400", jsonPost, `{"a":`, 400},
 	} {
 		x := e.request(c.headers, []byte(c.body), modeChunked, nil)
-		if x.reply == nil || x.reply.status != c.status || x.reply.details != filter.DetailsRejected {
+		if x.reply == nil || x.reply.status != c.status || x.reply.details != filterspec.DetailsRejected {
 			t.Errorf("%s: reply %+v, want %d", c.name, x.reply, c.status)
 			continue
 		}
@@ -148,7 +148,7 @@ func TestAnswers(t *testing.T) {
 		}
 	}
 	for st, n := range map[string]uint64{"413": 2, "415": 1, "400": 1} {
-		k := metricname.Encode(filter.MetricRejected, metricname.Label{Name: "status", Value: st})
+		k := metricname.Encode(filterspec.MetricRejected, metricname.Label{Name: "status", Value: st})
 		if e.env.counts[k] != n {
 			t.Errorf("%s: %d, want %d", k, e.env.counts[k], n)
 		}
@@ -163,7 +163,7 @@ func TestPanicsFailClosed(t *testing.T) {
 	for _, where := range []string{"RequestHeaders", "BodyChunks", "AttributeString", "DrainBody", "AppendBody"} {
 		e := mustFake(t, `{"trusted_senders":[{"source_cidr":"10.0.0.0/8"}]}`)
 		x := e.request(withLength(len(body)), body, modeChunked, func(s *fakeStream) { s.panicOn = where })
-		if x.reply == nil || x.reply.status != 503 || x.reply.details != filter.DetailsFailed || !bytes.Equal(x.reply.body, filter.FailureBody) {
+		if x.reply == nil || x.reply.status != 503 || x.reply.details != filterspec.DetailsFailed || !bytes.Equal(x.reply.body, filterspec.FailureBody) {
 			t.Errorf("panic in %s: reply %+v, forwarded %v %q", where, x.reply, x.forwarded, x.body)
 		}
 		x = e.request(withLength(len(body)), body, modeChunked, nil)
@@ -231,7 +231,7 @@ func (r *fakeRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	for k, v := range c.Request.Headers {
 		hs = append(hs, [2]string{k, v})
 	}
-	uninspected := metricname.Encode(filter.MetricUninspected, metricname.Label{Name: "protocol", Value: "grpc"})
+	uninspected := metricname.Encode(filterspec.MetricUninspected, metricname.Label{Name: "protocol", Value: "grpc"})
 	before := r.e.env.counts[uninspected]
 	x := r.e.request(hs, c.Request.Body, r.m, func(s *fakeStream) {
 		if c.Sender == nil {

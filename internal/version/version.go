@@ -2,7 +2,7 @@
 // source revision and the Go toolchain that built it. The sidecar and the
 // kvhints CLI print it for -version, and the sidecar exports it as
 // kvgate_build_info on /metrics. (The wasm module's version is
-// filter.Version, a constant: see there.)
+// filterspec.Version, a constant: see there.)
 package version
 
 import (

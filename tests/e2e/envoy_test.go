@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
@@ -60,7 +60,7 @@ func checkRunsFilter(t *testing.T, e *envoytest.Process, addr string, w *Worker,
 		t.Fatalf("worker received %d records %v, want the body without kv_hints", len(recs), recs)
 	}
 
-	limit := filter.DefaultMaxBodyBytes
+	limit := filterspec.DefaultMaxBodyBytes
 	for _, c := range []struct {
 		key     string
 		size    int

@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/syncbuf"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
@@ -285,8 +285,8 @@ var labelRe = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 
 // parseSeries reads the filter's families from a Prometheus text page.
 func parseSeries(page string) series {
-	fams := map[string]bool{filter.MetricIgnored: true, filter.MetricAdmitted: true, filter.MetricRejected: true,
-		filter.MetricUninspected: true, filter.MetricRefused: true, filter.MetricDetected: true}
+	fams := map[string]bool{filterspec.MetricIgnored: true, filterspec.MetricAdmitted: true, filterspec.MetricRejected: true,
+		filterspec.MetricUninspected: true, filterspec.MetricRefused: true, filterspec.MetricDetected: true}
 	return parseFamilies(page, func(f string) bool { return fams[f] })
 }
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/tests/pki"
 	"github.com/kvgate/kvgate/tests/vectors"
@@ -103,8 +103,8 @@ func TestNativeParity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(s) != len(filter.MetricNames()) {
-			t.Errorf("%s: %d series at start-up, want %d:\n%s", r.name, len(s), len(filter.MetricNames()), s)
+		if len(s) != len(filterspec.MetricNames()) {
+			t.Errorf("%s: %d series at start-up, want %d:\n%s", r.name, len(s), len(filterspec.MetricNames()), s)
 		}
 		before[r.name] = s
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
@@ -173,7 +173,7 @@ func TestNativePanicsFailClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != 503 || r.ContentType != "application/json" || !bytes.Equal(r.Body, filter.FailureBody) {
+		if r.Status != 503 || r.ContentType != "application/json" || !bytes.Equal(r.Body, filterspec.FailureBody) {
 			t.Errorf("panic in the %s: %d %q %s", where, r.Status, r.ContentType, r.Body)
 		}
 		if n := len(w.Records(key)); n != 0 {

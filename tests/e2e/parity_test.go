@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
@@ -79,7 +80,7 @@ func expectedCounters(cases []vectors.Case) series {
 		s[`kvgate_kv_hints_admitted_total{}`] += float64(k.Admitted)
 		if k.RejectedBodies > 0 {
 			status := c.Expect.Status
-			for _, st := range filter.RejectStatuses { // a gRPC answer stands for an HTTP status
+			for _, st := range filterspec.RejectStatuses { // a gRPC answer stands for an HTTP status
 				if c.Expect.GRPCStatus != 0 && filter.GRPCStatusOf(st) == c.Expect.GRPCStatus {
 					status = st
 				}
@@ -203,8 +204,8 @@ func TestParity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(s) != len(filter.MetricNames()) {
-			t.Errorf("%s: %d series at start-up, want %d:\n%s", h.r.name, len(s), len(filter.MetricNames()), s)
+		if len(s) != len(filterspec.MetricNames()) {
+			t.Errorf("%s: %d series at start-up, want %d:\n%s", h.r.name, len(s), len(filterspec.MetricNames()), s)
 		}
 		for k, v := range s {
 			if v != 0 {

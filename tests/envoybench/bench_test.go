@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
@@ -113,7 +113,7 @@ func start(tb testing.TB, concurrency int) *harness {
 		NoopPath:    noop,
 		NativePath:  nativeModule(tb),
 		BarePath:    bare,
-		BodyLimit:   filter.DefaultMaxBodyBytes,
+		BodyLimit:   filterspec.DefaultMaxBodyBytes,
 	}, h.Rows)
 	if err != nil {
 		tb.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 )
@@ -41,7 +41,7 @@ type processor struct {
 	pool   sync.Pool // *kvhints.Rewriter, reused as the guest reuses its one
 }
 
-func newProcessor(cfg filter.Config) *processor {
+func newProcessor(cfg filterspec.Config) *processor {
 	p := &processor{policy: cfg.Policy()}
 	p.pool.New = func() any { return &kvhints.Rewriter{NoSnapshot: true} }
 	return p
@@ -142,7 +142,7 @@ func serveChild() {
 		os.Exit(2)
 	}
 	srv := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(srv, newProcessor(filter.DefaultConfig()))
+	extprocv3.RegisterExternalProcessorServer(srv, newProcessor(filterspec.DefaultConfig()))
 	if err := srv.Serve(ln); err != nil {
 		fmt.Fprintln(os.Stderr, "ext_proc server:", err)
 		os.Exit(2)

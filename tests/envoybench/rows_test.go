@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/kvhints"
 )
 
@@ -115,7 +115,7 @@ func (r *row) want(body []byte) []byte {
 	if !r.Rewrites {
 		return body
 	}
-	cfg := filter.DefaultConfig()
+	cfg := filterspec.DefaultConfig()
 	cfg.TrustKVHints = r.Trusted
 	out, res := kvhints.Rewrite(body, cfg.Policy())
 	if res.Outcome == kvhints.OutcomeRejected {

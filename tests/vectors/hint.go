@@ -1,7 +1,7 @@
 package vectors
 
 // Hint is what the filter reports about c's hint in its kvgate.hint and
-// kvgate.hint_reason properties (filter.PropertyHint, docs/spec.md, Logs),
+// kvgate.hint_reason properties (filterspec.PropertyHint, docs/spec.md, Logs),
 // derived from the case's expectations: "none" for no hint or a null one,
 // "stripped", "admitted", "discarded:<reason>", or "rejected" for a
 // request the filter refuses; reason is the counted reason, "" for none.

@@ -273,7 +273,7 @@ func pick(text, b64 *string) ([]byte, error) {
 	return nil, nil
 }
 
-// FilterConfig is the filter's plugin configuration (filter/config.go) that
+// FilterConfig is the filter's plugin configuration (filterspec/config.go) that
 // a case runs under: its trust mode, or its trusted_senders, and any limits
 // it sets.
 func (c *Case) FilterConfig() string {

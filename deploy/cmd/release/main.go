@@ -22,7 +22,7 @@ import (
 
 	"github.com/kvgate/kvgate/deploy/internal/release"
 	"github.com/kvgate/kvgate/deploy/internal/repo"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/wasm"
 )
 
@@ -39,10 +39,10 @@ func main() {
 
 func run(version, out, registry string) error {
 	// The module says its version in its configured log line
-	// (filter.Version, a constant so that the module's bytes do not
+	// (filterspec.Version, a constant so that the module's bytes do not
 	// depend on the build): a release under another name would lie.
-	if version != filter.Version {
-		return fmt.Errorf("-version %s, but the module calls itself %s: set filter.Version (filter/version.go) to %s, run make wasm and commit first", version, filter.Version, version)
+	if version != filterspec.Version {
+		return fmt.Errorf("-version %s, but the module calls itself %s: set filterspec.Version (filterspec/version.go) to %s, run make wasm and commit first", version, filterspec.Version, version)
 	}
 	root, err := repo.Root()
 	if err != nil {

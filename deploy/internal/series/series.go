@@ -1,6 +1,6 @@
 // Package series lists the Prometheus series that kvgate's hosts export,
 // taken from the code and the running programs rather than written down:
-// the guest's counters from filter.MetricNames, the sidecar's from a scrape
+// the guest's counters from filterspec.MetricNames, the sidecar's from a scrape
 // of the sidecar built from cmd/sidecar, and Envoy's from a scrape of a
 // real Envoy running the committed bootstrap (envoy/envoy.yaml). The
 // dashboard and rule tests check every series they query against these.
@@ -25,7 +25,7 @@ import (
 
 	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/metricname"
 	dto "github.com/prometheus/client_model/go"
@@ -78,15 +78,15 @@ func (n Names) add(name, label, value string) {
 	n[name][label][value] = true
 }
 
-// Guest returns the families the wasm guest defines (filter.MetricNames,
+// Guest returns the families the wasm guest defines (filterspec.MetricNames,
 // decoded with metricname.Decode), with their labels: the same in Envoy
 // and in the sidecar.
 func Guest() (Names, error) {
 	out := Names{}
-	for _, enc := range filter.MetricNames() {
+	for _, enc := range filterspec.MetricNames() {
 		fam, labels, ok := metricname.Decode(enc)
 		if !ok {
-			return nil, fmt.Errorf("series: filter.MetricNames has %q, which metricname.Decode rejects", enc)
+			return nil, fmt.Errorf("series: filterspec.MetricNames has %q, which metricname.Decode rejects", enc)
 		}
 		out.add(fam, "", "")
 		for _, l := range labels {

@@ -78,7 +78,7 @@ Values the schema cannot judge alone and kvgate-sidecar refuses at start-up
 (its -check-config says the same; the chart test runs one list of values
 through both): the API and admin ports must differ (and, in sidecar mode,
 differ from the worker's port), and a source_cidr must be a prefix whose
-host bits are clear, not IPv4-mapped (kvhints/senders.go, parseCIDR).
+host bits are clear, not IPv4-mapped (filterspec/senders.go, parseCIDR).
 */}}
 {{- define "kvgate.checkValues" -}}
 {{- if ne .Values.mode "istio" -}}

@@ -1,4 +1,4 @@
-package filter
+package filterspec
 
 import (
 	"strconv"
@@ -37,7 +37,7 @@ type Config struct {
 	// (docs/spec.md, Trusted senders), from its verified client
 	// certificate and its connection's source address; nil when the
 	// member is absent. A request no rule matches is handled as untrusted.
-	TrustedSenders *kvhints.Senders
+	TrustedSenders *Senders
 	// MaxDepth is the admitted envelope's nesting limit (kvhints.Limits).
 	MaxDepth int
 	// MaxBodyBytes rejects longer request bodies with 413.
@@ -57,6 +57,23 @@ type Config struct {
 	// would have done is counted in kvgate_kv_hints_detected_total
 	// (docs/spec.md, Detection-only mode).
 	Mode Mode
+}
+
+// members are the configuration's members, in the order of Members' bits.
+var members = [...]string{"trust_kv_hints", "max_depth", "max_body_bytes", "exclude_paths", "trusted_senders", "grpc", "mode"}
+
+// Members says which members a configuration document wrote out, default
+// values included (ParseConfigMembers).
+type Members uint8
+
+// Has reports whether the document wrote member out.
+func (m Members) Has(member string) bool {
+	for i, name := range members {
+		if name == member {
+			return m&(1<<i) != 0
+		}
+	}
+	return false
 }
 
 // Mode is the "mode" member of the configuration.
@@ -202,14 +219,23 @@ func (e *ConfigError) Error() string {
 // the known members with values of the right type and range, and rejects
 // duplicate members. A document of only whitespace means the defaults.
 func ParseConfig(doc []byte) (Config, error) {
-	cfg := DefaultConfig()
+	cfg, _, err := ParseConfigMembers(doc)
+	return cfg, err
+}
+
+// ParseConfigMembers is ParseConfig that also says which members the
+// document wrote out: a host that lets other sources fill in what the
+// document leaves unsaid (the sidecar's TRTLLM_TRUST_KV_HINTS) asks the
+// reader rather than reading the document again.
+func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
+	cfg = DefaultConfig()
 	r := cfgReader{b: doc}
 	r.ws()
 	if r.i == len(doc) {
-		return cfg, nil
+		return cfg, given, nil
 	}
 	if !r.eat('{') {
-		return cfg, r.err("expected a JSON object")
+		return cfg, given, r.err("expected a JSON object")
 	}
 	var seen [7]bool
 	r.ws()
@@ -219,11 +245,11 @@ func ParseConfig(doc []byte) (Config, error) {
 			at := r.i
 			name, err := r.str()
 			if err != nil {
-				return cfg, err
+				return cfg, given, err
 			}
 			r.ws()
 			if !r.eat(':') {
-				return cfg, r.err("expected ':' after member name")
+				return cfg, given, r.err("expected ':' after member name")
 			}
 			r.ws()
 			var field int
@@ -231,34 +257,34 @@ func ParseConfig(doc []byte) (Config, error) {
 			case "trust_kv_hints":
 				field = 0
 				if cfg.TrustKVHints, err = r.boolean(); err != nil {
-					return cfg, memberError(name, err)
+					return cfg, given, memberError(name, err)
 				}
 			case "max_depth":
 				field = 1
 				if cfg.MaxDepth, err = r.integer(1, MaxMaxDepth); err != nil {
-					return cfg, memberError(name, err)
+					return cfg, given, memberError(name, err)
 				}
 			case "max_body_bytes":
 				field = 2
 				if cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes); err != nil {
-					return cfg, memberError(name, err)
+					return cfg, given, memberError(name, err)
 				}
 			case "exclude_paths":
 				field = 3
 				if cfg.ExcludePaths, err = r.paths(); err != nil {
-					return cfg, memberError(name, err)
+					return cfg, given, memberError(name, err)
 				}
 			case "trusted_senders":
 				field = 4
 				if cfg.TrustedSenders, err = r.senders(); err != nil {
-					return cfg, err
+					return cfg, given, err
 				}
 			case "grpc":
 				field = 5
 				vat := r.i
 				mode, err := r.str()
 				if err != nil {
-					return cfg, err
+					return cfg, given, err
 				}
 				switch mode {
 				case "pass":
@@ -266,14 +292,14 @@ func ParseConfig(doc []byte) (Config, error) {
 				case "refuse":
 					cfg.GRPC = GRPCRefuse
 				default:
-					return cfg, &ConfigError{vat, "grpc: expected \"pass\" or \"refuse\""}
+					return cfg, given, &ConfigError{vat, "grpc: expected \"pass\" or \"refuse\""}
 				}
 			case "mode":
 				field = 6
 				vat := r.i
 				mode, err := r.str()
 				if err != nil {
-					return cfg, err
+					return cfg, given, err
 				}
 				switch mode {
 				case "enforce":
@@ -281,33 +307,34 @@ func ParseConfig(doc []byte) (Config, error) {
 				case "detect":
 					cfg.Mode = ModeDetect
 				default:
-					return cfg, &ConfigError{vat, "mode: expected \"enforce\" or \"detect\""}
+					return cfg, given, &ConfigError{vat, "mode: expected \"enforce\" or \"detect\""}
 				}
 			default:
-				return cfg, &ConfigError{at, "unknown member " + strconv.Quote(name) +
+				return cfg, given, &ConfigError{at, "unknown member " + strconv.Quote(name) +
 					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders, mode"}
 			}
 			if seen[field] {
-				return cfg, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
+				return cfg, given, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
 			}
 			seen[field] = true
+			given |= 1 << field
 			r.ws()
 			if r.eat('}') {
 				break
 			}
 			if !r.eat(',') {
-				return cfg, r.err("expected ',' or '}' after member")
+				return cfg, given, r.err("expected ',' or '}' after member")
 			}
 		}
 	}
 	r.ws()
 	if r.i != len(doc) {
-		return cfg, r.err("data after the configuration object")
+		return cfg, given, r.err("data after the configuration object")
 	}
 	if cfg.TrustKVHints && seen[4] {
-		return cfg, &ConfigError{0, "trust_kv_hints: true trusts every sender, so trusted_senders would have no effect: set one or the other"}
+		return cfg, given, &ConfigError{0, "trust_kv_hints: true trusts every sender, so trusted_senders would have no effect: set one or the other"}
 	}
-	return cfg, nil
+	return cfg, given, nil
 }
 
 // memberError names the member whose value err is about, so that the
@@ -319,18 +346,128 @@ func memberError(name string, err error) error {
 	return err
 }
 
-// senders reads the trusted_senders list.
-func (r *cfgReader) senders() (*kvhints.Senders, error) {
-	s, n, err := kvhints.ParseSenders(r.b[r.i:])
-	if err != nil {
-		off := r.i
-		if e, ok := err.(*kvhints.SendersError); ok {
-			off += e.Offset
-		}
-		return nil, &ConfigError{off, err.Error()}
+// senders reads the trusted_senders list: a JSON array of rule objects,
+// each with one or more of the string members "principal", "dns_name" and
+// "source_cidr". Unknown, duplicate, empty or ill-typed members, a CIDR
+// that is not a masked IPv4 or IPv6 prefix, an empty rule and more than
+// MaxSenderRules rules are errors naming the rule and member.
+func (r *cfgReader) senders() (*Senders, error) {
+	if !r.eat('[') {
+		return nil, r.pathErr("trusted_senders", "expected an array of rules")
 	}
-	r.i += n
-	return s, nil
+	rules := []SenderRule{}
+	r.ws()
+	if r.eat(']') {
+		return compile(rules)
+	}
+	for {
+		if len(rules) == MaxSenderRules {
+			return nil, r.pathErr(rulePath(len(rules), ""), "more than "+strconv.Itoa(MaxSenderRules)+" rules")
+		}
+		rule, err := r.rule(len(rules))
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, rule)
+		r.ws()
+		if r.eat(']') {
+			return compile(rules)
+		}
+		if !r.eat(',') {
+			return nil, r.pathErr("trusted_senders", "expected ',' or ']' after a rule")
+		}
+		r.ws()
+	}
+}
+
+// compile compiles the rules the reader has checked, as NewSenders
+// checks them again.
+func compile(rules []SenderRule) (*Senders, error) {
+	s, err := NewSenders(rules)
+	if e, ok := err.(*SendersError); ok {
+		return nil, &ConfigError{0, e.Error()}
+	}
+	return s, err
+}
+
+// rule reads trusted_senders rule n.
+func (r *cfgReader) rule(n int) (SenderRule, error) {
+	var rule SenderRule
+	path := rulePath(n, "")
+	if !r.eat('{') {
+		return rule, r.pathErr(path, "expected a rule object")
+	}
+	r.ws()
+	if r.i < len(r.b) && r.b[r.i] == '}' {
+		return rule, r.pathErr(path, "empty rule: set principal, dns_name or source_cidr")
+	}
+	var seen [3]bool
+	for {
+		at := r.i
+		name, err := r.str()
+		if err != nil {
+			return rule, withPath(path, err)
+		}
+		r.ws()
+		if !r.eat(':') {
+			return rule, r.pathErr(path, "expected ':' after a member name")
+		}
+		r.ws()
+		field := -1
+		switch name {
+		case "principal":
+			field = 0
+		case "dns_name":
+			field = 1
+		case "source_cidr":
+			field = 2
+		default:
+			return rule, &ConfigError{at, path + ": unknown member " + strconv.QuoteToASCII(name) + "; known: principal, dns_name, source_cidr"}
+		}
+		mpath := rulePath(n, name)
+		if seen[field] {
+			return rule, &ConfigError{at, mpath + ": duplicate member"}
+		}
+		seen[field] = true
+		vat := r.i
+		v, err := r.str()
+		if err != nil {
+			return rule, withPath(mpath, err)
+		}
+		msg := ""
+		switch {
+		case v == "":
+			msg = "empty string"
+		case field == 0:
+			rule.Principal, msg = v, checkPrincipal(v)
+		case field == 1:
+			rule.DNSName, msg = v, checkName(v)
+		default:
+			rule.SourceCIDR, msg = parseCIDR(v)
+		}
+		if msg != "" {
+			return rule, &ConfigError{vat, mpath + ": " + msg}
+		}
+		r.ws()
+		if r.eat('}') {
+			return rule, nil
+		}
+		if !r.eat(',') {
+			return rule, r.pathErr(path, "expected ',' or '}' after a member")
+		}
+		r.ws()
+	}
+}
+
+// pathErr is an error at the cursor about the rule or member at path.
+func (r *cfgReader) pathErr(path, msg string) error { return &ConfigError{r.i, path + ": " + msg} }
+
+// withPath names the rule or member a reading error is about.
+func withPath(path string, err error) error {
+	if ce, ok := err.(*ConfigError); ok {
+		return &ConfigError{ce.Offset, path + ": " + ce.Msg}
+	}
+	return err
 }
 
 // cfgReader is a cursor over a configuration document.

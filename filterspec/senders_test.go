@@ -1,20 +1,30 @@
-package kvhints
+package filterspec
 
 import (
+	"errors"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 )
 
+// parseSenders reads a trusted_senders list as ParseConfig reads one.
+func parseSenders(doc []byte) (*Senders, error) {
+	cfg, err := ParseConfig(append(append([]byte(`{"trusted_senders":`), doc...), '}'))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TrustedSenders == nil {
+		return nil, errors.New("no trusted_senders")
+	}
+	return cfg.TrustedSenders, nil
+}
+
 func mustSenders(t testing.TB, doc string) *Senders {
 	t.Helper()
-	s, n, err := ParseSenders([]byte(doc))
+	s, err := parseSenders([]byte(doc))
 	if err != nil {
-		t.Fatalf("ParseSenders(%s): %v", doc, err)
-	}
-	if n != len(strings.TrimRight(doc, " \t\r\n")) {
-		t.Fatalf("ParseSenders(%s) consumed %d bytes", doc, n)
+		t.Fatalf("trusted_senders %s: %v", doc, err)
 	}
 	return s
 }
@@ -213,23 +223,24 @@ func TestParseSendersErrors(t *testing.T) {
 		{`[{"dns_name":"a\u0000b"}]`, "trusted_senders[0].dns_name: contains a space"},
 		{`[{"dns_name":"\ud800"}]`, "trusted_senders[0].dns_name: lone surrogate escape"},
 		{`[{"dns_name":"a` + "\x01" + `"}]`, "trusted_senders[0].dns_name: control character in string"},
-		{`[{"dns_name":"a"`, "trusted_senders[0]: expected ',' or '}' after a member"},
+		{`[{"dns_name":"a"]`, "trusted_senders[0]: expected ',' or '}' after a member"},
 		{`[{"dns_name":"a"},]`, "trusted_senders[1]: expected a rule object"},
 		{`[{"dns_name":"a"} {"dns_name":"b"}]`, "trusted_senders: expected ',' or ']' after a rule"},
 		{`[{"dns_name" "a"}]`, "trusted_senders[0]: expected ':' after a member name"},
 		{`[{dns_name:"a"}]`, "trusted_senders[0]: expected a string"},
 		{many, "trusted_senders[1024]: more than 1024 rules"},
 	} {
-		_, _, err := ParseSenders([]byte(c.doc))
+		_, err := parseSenders([]byte(c.doc))
 		if err == nil {
 			t.Errorf("%.60s: accepted, want %q", c.doc, c.want)
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), c.want) {
+		const prefix = len(`{"trusted_senders":`)
+		if !strings.HasPrefix(err.Error(), "plugin configuration: "+c.want) {
 			t.Errorf("%.60s: error %q, want %q", c.doc, err, c.want)
 		}
-		if e, ok := err.(*SendersError); !ok || e.Offset < 0 || e.Offset > len(c.doc) {
-			t.Errorf("%.60s: error %#v: want a *SendersError with an offset in the text", c.doc, err)
+		if e, ok := err.(*ConfigError); !ok || e.Offset < prefix || e.Offset > prefix+len(c.doc) {
+			t.Errorf("%.60s: error %#v: want a *ConfigError with an offset in the list", c.doc, err)
 		}
 	}
 }
@@ -264,11 +275,6 @@ func TestParseSendersAccepts(t *testing.T) {
 	}
 	if s := mustSenders(t, exactly); s.Len() != MaxSenderRules {
 		t.Errorf("%d rules, want %d", s.Len(), MaxSenderRules)
-	}
-	// The list may be followed by more of an enclosing document.
-	s, n, err := ParseSenders([]byte(`[{"dns_name":"a"}] , "x": 1}`))
-	if err != nil || n != len(`[{"dns_name":"a"}]`) || s.Len() != 1 {
-		t.Errorf("embedded list: %v, %d, %v", s, n, err)
 	}
 }
 
@@ -426,15 +432,12 @@ func FuzzParseSenders(f *testing.F) {
 		props(true, "a", "a", "[::ffff:10.8.0.1]:1"),
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		s, n, err := ParseSenders(doc)
+		s, err := parseSenders(doc)
 		if err != nil {
-			if _, ok := err.(*SendersError); !ok {
+			if _, ok := err.(*ConfigError); !ok {
 				t.Fatalf("error %T %v", err, err)
 			}
 			return
-		}
-		if n <= 0 || n > len(doc) || doc[n-1] != ']' {
-			t.Fatalf("consumed %d of %q", n, doc)
 		}
 		if _, err := NewSenders(s.Rules()); err != nil {
 			t.Fatalf("parsed rules do not compile: %v", err)

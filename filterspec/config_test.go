@@ -1,9 +1,10 @@
-package filter
+package filterspec
 
 import (
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -227,5 +228,32 @@ func TestConfigJSON(t *testing.T) {
 			t.Fatalf("%s: %v", doc, err)
 		}
 		checkJSONRoundTrip(t, cfg)
+	}
+}
+
+// Has says which members the document wrote out, defaults included.
+func TestHas(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		want []string
+	}{
+		{``, nil},
+		{`{}`, nil},
+		{`{"trust_kv_hints":false}`, []string{"trust_kv_hints"}},
+		{`{"max_depth":128,"mode":"enforce","trusted_senders":[]}`, []string{"max_depth", "mode", "trusted_senders"}},
+		{`{"exclude_paths":[],"grpc":"pass","max_body_bytes":1}`, []string{"exclude_paths", "grpc", "max_body_bytes"}},
+	} {
+		_, given, err := ParseConfigMembers([]byte(c.doc))
+		if err != nil {
+			t.Fatalf("%s: %v", c.doc, err)
+		}
+		for _, m := range members {
+			if got, want := given.Has(m), slices.Contains(c.want, m); got != want {
+				t.Errorf("%s: Has(%q) = %v, want %v", c.doc, m, got, want)
+			}
+		}
+		if given.Has("no_such_member") {
+			t.Errorf("%s: Has an unknown member", c.doc)
+		}
 	}
 }

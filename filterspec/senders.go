@@ -1,4 +1,4 @@
-package kvhints
+package filterspec
 
 import (
 	"net/netip"
@@ -509,182 +509,15 @@ func rulePath(i int, member string) string {
 }
 
 // SendersError says what is wrong with a trusted_senders list, naming the
-// rule and member ("trusted_senders[3].source_cidr").
+// rule and member ("trusted_senders[3].source_cidr"). NewSenders returns
+// it; ParseConfig reports it as a ConfigError at the offending byte.
 type SendersError struct {
-	// Offset is the byte offset in the parsed text (ParseSenders only).
-	Offset int
 	// Path names the rule and member, or "trusted_senders" for the list.
 	Path string
 	Msg  string
 }
 
 func (e *SendersError) Error() string { return e.Path + ": " + e.Msg }
-
-// ParseSenders reads a trusted_senders list at the start of doc (leading
-// whitespace allowed): a JSON array of rule objects, each with one or more
-// of the string members "principal", "dns_name" and "source_cidr". It
-// returns the compiled list and the offset just past the array, so that a
-// larger document can go on from there. Unknown, duplicate, empty or
-// ill-typed members, a CIDR that is not a masked IPv4 or IPv6 prefix, an
-// empty rule and more than MaxSenderRules rules are errors naming the rule
-// and member.
-func ParseSenders(doc []byte) (*Senders, int, error) {
-	p := sendersParser{b: doc}
-	rules, err := p.list()
-	if err != nil {
-		return nil, 0, err
-	}
-	// The parser has checked every rule as NewSenders does.
-	s, err := NewSenders(rules)
-	if err != nil {
-		return nil, 0, err
-	}
-	return s, p.i, nil
-}
-
-type sendersParser struct {
-	b []byte
-	i int
-}
-
-func (p *sendersParser) fail(path, msg string) error {
-	return &SendersError{Offset: p.i, Path: path, Msg: msg}
-}
-
-func (p *sendersParser) list() ([]SenderRule, error) {
-	p.i = skipWS(p.b, p.i)
-	if p.i >= len(p.b) || p.b[p.i] != '[' {
-		return nil, p.fail("trusted_senders", "expected an array of rules")
-	}
-	p.i = skipWS(p.b, p.i+1)
-	rules := []SenderRule{}
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
-		return rules, nil
-	}
-	for {
-		if len(rules) == MaxSenderRules {
-			return nil, p.fail(rulePath(len(rules), ""), "more than "+strconv.Itoa(MaxSenderRules)+" rules")
-		}
-		r, err := p.rule(len(rules))
-		if err != nil {
-			return nil, err
-		}
-		rules = append(rules, r)
-		p.i = skipWS(p.b, p.i)
-		if p.i < len(p.b) && p.b[p.i] == ']' {
-			p.i++
-			return rules, nil
-		}
-		if p.i >= len(p.b) || p.b[p.i] != ',' {
-			return nil, p.fail("trusted_senders", "expected ',' or ']' after a rule")
-		}
-		p.i = skipWS(p.b, p.i+1)
-	}
-}
-
-// rule reads rule n, an object at b[i].
-func (p *sendersParser) rule(n int) (SenderRule, error) {
-	var r SenderRule
-	path := rulePath(n, "")
-	if p.i >= len(p.b) || p.b[p.i] != '{' {
-		return r, p.fail(path, "expected a rule object")
-	}
-	p.i = skipWS(p.b, p.i+1)
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		return r, p.fail(path, "empty rule: set principal, dns_name or source_cidr")
-	}
-	var seen [3]bool
-	for {
-		at := p.i
-		name, err := p.str(path)
-		if err != nil {
-			return r, err
-		}
-		p.i = skipWS(p.b, p.i)
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return r, p.fail(path, "expected ':' after a member name")
-		}
-		p.i = skipWS(p.b, p.i+1)
-		field := -1
-		switch name {
-		case "principal":
-			field = 0
-		case "dns_name":
-			field = 1
-		case "source_cidr":
-			field = 2
-		default:
-			p.i = at
-			return r, p.fail(path, "unknown member "+strconv.QuoteToASCII(name)+"; known: principal, dns_name, source_cidr")
-		}
-		mpath := rulePath(n, name)
-		if seen[field] {
-			p.i = at
-			return r, p.fail(mpath, "duplicate member")
-		}
-		seen[field] = true
-		vat := p.i
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return r, p.fail(mpath, "expected a string")
-		}
-		v, err := p.str(mpath)
-		if err != nil {
-			return r, err
-		}
-		if v == "" {
-			p.i = vat
-			return r, p.fail(mpath, "empty string")
-		}
-		msg := ""
-		switch field {
-		case 0:
-			r.Principal, msg = v, checkPrincipal(v)
-		case 1:
-			r.DNSName, msg = v, checkName(v)
-		case 2:
-			r.SourceCIDR, msg = parseCIDR(v)
-		}
-		if msg != "" {
-			p.i = vat
-			return r, p.fail(mpath, msg)
-		}
-		p.i = skipWS(p.b, p.i)
-		if p.i < len(p.b) && p.b[p.i] == '}' {
-			p.i++
-			return r, nil
-		}
-		if p.i >= len(p.b) || p.b[p.i] != ',' {
-			return r, p.fail(path, "expected ',' or '}' after a member")
-		}
-		p.i = skipWS(p.b, p.i+1)
-	}
-}
-
-// str reads a JSON string at b[i] and returns it decoded.
-func (p *sendersParser) str(path string) (string, error) {
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return "", p.fail(path, "expected a string")
-	}
-	end, escaped, err := scanString(p.b, p.i)
-	if err != nil {
-		if se, ok := err.(*syntaxError); ok {
-			p.i = se.off
-			return "", p.fail(path, errMessages[se.code])
-		}
-		return "", p.fail(path, err.Error())
-	}
-	lit := p.b[p.i:end]
-	p.i = end
-	if !escaped {
-		return string(lit[1 : len(lit)-1]), nil
-	}
-	d, lone := decodeString(nil, lit)
-	if lone {
-		return "", p.fail(path, "lone surrogate escape")
-	}
-	return string(d), nil
-}
 
 // parseCIDR reads a source_cidr value: an IPv4 or IPv6 prefix with its
 // length, host bits clear.

@@ -1,4 +1,4 @@
-package filter
+package filterspec
 
 import "github.com/kvgate/kvgate/kvhints"
 
@@ -36,13 +36,13 @@ func (m Memory) Peak() uint64 { return m.WorkingSet() + m.Hostile }
 func MemoryAt(maxBodyBytes int) Memory {
 	n := uint64(max(maxBodyBytes, 0))
 	return Memory{
-		Reserved: uint64(copyBlock(maxBodyBytes)) + n + kvhints.MaxCompactBytes,
+		Reserved: uint64(CopyBlock(maxBodyBytes)) + n + kvhints.MaxCompactBytes,
 		Runtime:  16 << 20,
 		Hostile:  5 * n,
 	}
 }
 
-// copyBlock is the size of the block the guest asks the host glue to set
+// CopyBlock is the size of the block the guest asks the host glue to set
 // aside for a body at a limit: one byte past it, so that a body over the
 // limit is seen as such.
-func copyBlock(maxBodyBytes int) int { return maxBodyBytes + 1 }
+func CopyBlock(maxBodyBytes int) int { return maxBodyBytes + 1 }

@@ -1,4 +1,4 @@
-package filter
+package filterspec
 
 // Version is the kvgate release these sources of the module belong to; the
 // module logs it in its "configured" line, in every host. It is a constant

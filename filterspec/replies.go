@@ -1,0 +1,20 @@
+package filterspec
+
+import "github.com/kvgate/kvgate/internal/httperr"
+
+// Local replies.
+const (
+	// DetailsRejected is the response code details of a rejected body.
+	DetailsRejected = "kvgate_body_rejected"
+	// DetailsFailed is the response code details of a filter failure.
+	DetailsFailed = "kvgate_filter_failed"
+	// DetailsGRPCRefused is the response code details of a refused gRPC
+	// request.
+	DetailsGRPCRefused = "kvgate_grpc_refused"
+)
+
+// FailureBody is the 503 answer when the filter cannot do its job.
+var FailureBody = httperr.Body(503, httperr.TypeServer, FailureMessage)
+
+// FailureMessage is what FailureBody (and a gRPC failure's grpc-message) says.
+const FailureMessage = "the request could not be filtered"
