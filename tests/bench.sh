@@ -4,7 +4,7 @@
 # host, each taken side by side in one run (BENCHMARKS.md says how to read
 # them):
 #
-#   1. the rulebook natively (kvhints, filter)
+#   1. the rulebook natively (kvhints, filter, filterspec)
 #   2. the module under wazero (wasm, host)
 #   3. the sidecar against a plain reverse proxy (cmd/sidecar)
 #   4. Envoy: kvgate's cost decomposed, and the same rule as ext_proc
@@ -54,6 +54,7 @@ logged() {
 section "1. The rulebook, natively"
 gobench kvhints ./kvhints 200ms
 gobench filter ./filter 200ms
+gobench filterspec ./filterspec 200ms
 
 section "2. The module under wazero"
 gobench wasm ./wasm 200ms
