@@ -112,6 +112,7 @@ func start(tb testing.TB, concurrency int) *harness {
 		KvgateBPath: absPath(os.Getenv("KVGATE_WASM_B")),
 		NoopPath:    noop,
 		NativePath:  nativeModule(tb),
+		CModulePath: buildCModule(tb),
 		BarePath:    bare,
 		BodyLimit:   filterspec.DefaultMaxBodyBytes,
 	}, h.Rows)
@@ -157,6 +158,24 @@ func nativeModule(tb testing.TB) string {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("building the native module: %v\n%s", err, b)
+	}
+	return out
+}
+
+// buildCModule builds testdata/cmodule, row n0's dynamic module, with the
+// C compiler that cgo uses.
+func buildCModule(tb testing.TB) string {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), "libnoop.so")
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	cmd := exec.Command(cc, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-Wno-unused-parameter",
+		"-I", filepath.Join("..", "..", "envoy", "native", "internal", "abi"),
+		"-o", out, filepath.Join("testdata", "cmodule", "noop.c"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building testdata/cmodule: %v\n%s", err, b)
 	}
 	return out
 }

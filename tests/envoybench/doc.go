@@ -17,6 +17,9 @@
 //	d  kvgate, untrusted
 //	e  kvgate, trusted, admitting a 2 KiB envelope
 //	f  the same rule in an ext_proc server (Go, gRPC, kvhints natively)
+//	n0 a do-nothing dynamic module in C, no Go runtime (testdata/cmodule)
+//	n  kvgate's native dynamic module (bin/libkvgate.so), untrusted
+//	n2 the native module, trusted, admitting a 2 KiB envelope
 //
 // Loads: a 4 KiB chat request from 64 clients (requests per second), from
 // one client (p50), and a 1 MiB one from one client (p50). Beside each, the

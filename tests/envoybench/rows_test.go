@@ -160,6 +160,7 @@ func allRows() []*row {
 		{ID: "d", Name: "kvgate, untrusted", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
 		{ID: "e", Name: "kvgate, trusted, 2 KiB envelope", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 		{ID: "f", Name: "ext_proc (Go gRPC), untrusted", Filters: "ext_proc", Rewrites: true, Ext: true},
+		{ID: "n0", Name: "bare dynamic module, no-op (C, no Go runtime)", Filters: "native-c"},
 		{ID: "n", Name: "kvgate native module, untrusted", Filters: "native", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
 		{ID: "n2", Name: "kvgate native module, trusted, 2 KiB envelope", Filters: "native", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 	}
@@ -176,6 +177,7 @@ type setup struct {
 	KvgateBPath string // $KVGATE_WASM_B, for rows d' and e'
 	NoopPath    string // the built testdata/noop
 	NativePath  string // the built native module (bin/libkvgate.so)
+	CModulePath string // the built testdata/cmodule
 	BarePath    string // bareModule
 	BodyLimit   int
 	Concurrency int
@@ -247,12 +249,17 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 			vm["code"] = envoy.Doc{"local": envoy.Doc{"filename": path}}
 			cfg["configuration"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
 			filters = append(filters, f)
-		case "native":
-			// One module for every native row: a process runs one Go
-			// dynamic module (envoy/README.md).
+		case "native", "native-c":
+			// One Go module for every native row: a process runs one Go
+			// dynamic module (envoy/README.md). The C module has no Go
+			// runtime and loads beside it.
+			path := s.NativePath
+			if r.Filters == "native-c" {
+				path = s.CModulePath
+			}
 			tc := clone(native).(envoy.Doc)
 			tc["filter_name"] = "row-" + r.ID
-			tc["dynamic_module_config"].(envoy.Doc)["module"] = envoy.Doc{"local": envoy.Doc{"filename": s.NativePath}}
+			tc["dynamic_module_config"].(envoy.Doc)["module"] = envoy.Doc{"local": envoy.Doc{"filename": path}}
 			tc["filter_config"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
 			filters = append(filters, envoy.Doc{"name": envoy.NativeFilterName, "typed_config": tc})
 		case "ext_proc":

@@ -1,0 +1,129 @@
+// A dynamic module that does nothing, in C: row n0 of tests/envoybench, the
+// floor of any dynamic-module HTTP filter in Envoy (Envoy's filter, its
+// calls into a shared library), without a Go runtime. It is to the native
+// rows what the bare wasm module (row c0) is to the wasm rows.
+//
+// Every hook returns at once; a filter and a configuration are a non-NULL
+// handle that points at nothing.
+
+#include <stdint.h>
+
+#include "abi.h"
+
+// The ABI version of envoy/native/internal/abi/abi.h, as the Go module
+// reports it (native.ABIVersion).
+envoy_dynamic_module_type_abi_version_module_ptr envoy_dynamic_module_on_program_init(void) { return "v0.2.0"; }
+
+envoy_dynamic_module_type_http_filter_config_module_ptr envoy_dynamic_module_on_http_filter_config_new(
+    envoy_dynamic_module_type_http_filter_config_envoy_ptr filter_config_envoy_ptr,
+    envoy_dynamic_module_type_envoy_buffer name, envoy_dynamic_module_type_envoy_buffer config) {
+  return (envoy_dynamic_module_type_http_filter_config_module_ptr)1;
+}
+
+void envoy_dynamic_module_on_http_filter_config_destroy(
+    envoy_dynamic_module_type_http_filter_config_module_ptr filter_config_ptr) {}
+
+envoy_dynamic_module_type_http_filter_per_route_config_module_ptr
+envoy_dynamic_module_on_http_filter_per_route_config_new(envoy_dynamic_module_type_envoy_buffer name,
+                                                         envoy_dynamic_module_type_envoy_buffer config) {
+  return NULL;
+}
+
+void envoy_dynamic_module_on_http_filter_per_route_config_destroy(
+    envoy_dynamic_module_type_http_filter_per_route_config_module_ptr filter_config_ptr) {}
+
+envoy_dynamic_module_type_http_filter_module_ptr envoy_dynamic_module_on_http_filter_new(
+    envoy_dynamic_module_type_http_filter_config_module_ptr filter_config_ptr,
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr) {
+  return (envoy_dynamic_module_type_http_filter_module_ptr)1;
+}
+
+envoy_dynamic_module_type_on_http_filter_request_headers_status envoy_dynamic_module_on_http_filter_request_headers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
+  return envoy_dynamic_module_type_on_http_filter_request_headers_status_Continue;
+}
+
+envoy_dynamic_module_type_on_http_filter_request_body_status envoy_dynamic_module_on_http_filter_request_body(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
+  return envoy_dynamic_module_type_on_http_filter_request_body_status_Continue;
+}
+
+envoy_dynamic_module_type_on_http_filter_request_trailers_status envoy_dynamic_module_on_http_filter_request_trailers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {
+  return envoy_dynamic_module_type_on_http_filter_request_trailers_status_Continue;
+}
+
+envoy_dynamic_module_type_on_http_filter_response_headers_status envoy_dynamic_module_on_http_filter_response_headers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
+  return envoy_dynamic_module_type_on_http_filter_response_headers_status_Continue;
+}
+
+envoy_dynamic_module_type_on_http_filter_response_body_status envoy_dynamic_module_on_http_filter_response_body(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
+  return envoy_dynamic_module_type_on_http_filter_response_body_status_Continue;
+}
+
+envoy_dynamic_module_type_on_http_filter_response_trailers_status envoy_dynamic_module_on_http_filter_response_trailers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {
+  return envoy_dynamic_module_type_on_http_filter_response_trailers_status_Continue;
+}
+
+void envoy_dynamic_module_on_http_filter_stream_complete(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {}
+
+void envoy_dynamic_module_on_http_filter_destroy(envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {}
+
+// Hooks Envoy 1.40 resolves for every HTTP filter module (see
+// envoy/native/libkvgate/hooks.c); never called here.
+void envoy_dynamic_module_on_http_filter_http_callout_done(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t callout_id,
+    envoy_dynamic_module_type_http_callout_result result, envoy_dynamic_module_type_envoy_http_header* headers,
+    size_t headers_size, envoy_dynamic_module_type_envoy_buffer* body_chunks, size_t body_chunks_size) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_headers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    envoy_dynamic_module_type_envoy_http_header* headers, size_t headers_size, bool end_stream) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_data(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    const envoy_dynamic_module_type_envoy_buffer* data, size_t data_count, bool end_stream) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_trailers(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    envoy_dynamic_module_type_envoy_http_header* trailers, size_t trailers_size) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_complete(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id) {}
+
+void envoy_dynamic_module_on_http_filter_http_stream_reset(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, uint64_t stream_id,
+    envoy_dynamic_module_type_http_stream_reset_reason reason) {}
+
+void envoy_dynamic_module_on_http_filter_scheduled(envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+                                                   envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr,
+                                                   uint64_t event_id) {}
+
+void envoy_dynamic_module_on_http_filter_config_scheduled(
+    envoy_dynamic_module_type_http_filter_config_envoy_ptr filter_config_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_config_module_ptr filter_config_ptr, uint64_t event_id) {}
+
+void envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {}
+
+void envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {}
