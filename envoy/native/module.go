@@ -394,6 +394,15 @@ func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn fu
 // noopHooks is set by the kvgate_noop build (noop.go).
 var noopHooks bool
 
+// noop is what a kvgate_noop hook does in Go: find the thread's worker
+// and yield as every hook does, so that the build measures the floor of a
+// Go module that behaves, not sysmon's pathology (worker.yield).
+func (m *Module) noop(handle uintptr) {
+	if slot, _, _ := decode(handle); slot > 0 {
+		m.worker(slot).yield() // as hook: the thread's own counter, no lock
+	}
+}
+
 // RequestHeaders is envoy_dynamic_module_on_http_filter_request_headers.
 //
 // Where the Plugin lets the headers go on but holds the body back for
@@ -406,6 +415,7 @@ var noopHooks bool
 // wait for the server's headers before it sends a message.
 func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
 	if noopHooks {
+		m.noop(handle)
 		return HeadersContinue
 	}
 	return m.hook(f, handle, false, HeadersStopIteration, func(w *worker, id uint32) proxywasm.Action {
@@ -424,6 +434,7 @@ func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
 // end of the stream: the headers get its length.
 func (m *Module) RequestBody(f abi.Filter, handle uintptr, eos bool) int {
 	if noopHooks {
+		m.noop(handle)
 		return BodyContinue
 	}
 	return m.hook(f, handle, true, BodyStopAndBuffer, func(w *worker, id uint32) proxywasm.Action {

@@ -97,6 +97,8 @@ type row struct {
 	// Rewrites rows forward what kvhints makes of the body; the others
 	// forward it unchanged.
 	Rewrites bool
+	// OptIn rows run only when KVGATE_ENVOY_ROWS names them.
+	OptIn bool
 	// Ext says the row's work is done by the ext_proc server.
 	Ext bool
 
@@ -143,10 +145,9 @@ func rows() []*row {
 		}
 		rs = with
 	}
-	if keep := os.Getenv("KVGATE_ENVOY_ROWS"); keep != "" {
-		ids := strings.Split(keep+","+baseline, ",")
-		rs = slices.DeleteFunc(rs, func(r *row) bool { return !slices.Contains(ids, r.ID) })
-	}
+	keep := os.Getenv("KVGATE_ENVOY_ROWS")
+	ids := strings.Split(keep+","+baseline, ",")
+	rs = slices.DeleteFunc(rs, func(r *row) bool { return (keep != "" || r.OptIn) && !slices.Contains(ids, r.ID) })
 	return rs
 }
 
@@ -161,6 +162,10 @@ func allRows() []*row {
 		{ID: "e", Name: "kvgate, trusted, 2 KiB envelope", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 		{ID: "f", Name: "ext_proc (Go gRPC), untrusted", Filters: "ext_proc", Rewrites: true, Ext: true},
 		{ID: "n0", Name: "bare dynamic module, no-op (C, no Go runtime)", Filters: "native-c"},
+		// nc runs only alone among the native rows, with
+		// KVGATE_NATIVE_MODULE set to a kvgate_noop build (a process runs
+		// one Go module; envoy/native/noop.go): KVGATE_ENVOY_ROWS=b,n0,nc.
+		{ID: "nc", Name: "Go dynamic module, no-op (kvgate_noop build)", Filters: "native", OptIn: true},
 		{ID: "n", Name: "kvgate native module, untrusted", Filters: "native", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
 		{ID: "n2", Name: "kvgate native module, trusted, 2 KiB envelope", Filters: "native", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 	}
