@@ -13,7 +13,7 @@ import (
 )
 
 // The metric families behind Counters (docs/spec.md, Metrics). The filter
-// defines the same names (filter.MetricIgnored, MetricAdmitted,
+// defines the same names (filterspec.MetricIgnored, MetricAdmitted,
 // MetricRejected, MetricUninspected, MetricRefused); its vector test checks
 // that they agree.
 const (
