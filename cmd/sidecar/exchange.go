@@ -23,8 +23,8 @@ import (
 //
 // Code that runs on the request's behalf with nothing but a context (the
 // host's BodyAlloc, the proxy's hooks, the upstream transport) finds the
-// exchange with exchangeOf: the exchange's context is the only request
-// value the sidecar puts in one.
+// exchange with exchangeOf: it is the only value of its own the sidecar
+// puts in a request's context.
 type exchange struct {
 	s     *server
 	r     *http.Request

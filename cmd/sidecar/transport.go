@@ -38,7 +38,7 @@ const (
 // A request that provably never reached the worker is retried once on a
 // new connection: net/http's transport does so for a request on a reused
 // connection of which nothing was written (the worker had closed it), when
-// the request can be replayed, which forwardRequest's GetBody allows.
+// the request can be replayed, which exchange.forward's GetBody allows.
 // Nothing else is retried: a generation is not idempotent.
 func upstreamTransport(o workerOptions) *http.Transport {
 	if o.IdleTimeout <= 0 {
