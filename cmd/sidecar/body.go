@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"math/bits"
@@ -90,24 +89,6 @@ func getBuf(n int) (*[]byte, int) {
 	return &b, c
 }
 
-// changedBodyKey carries, in the context a request is filtered with, where
-// the body the filter writes goes: a *bodyBuf that changedBody fills.
-type changedBodyKey struct{}
-
-// changedBody is the host's BodyAlloc: the memory of a body the filter
-// writes, from the pools, recorded in the request's changedBodyKey slot
-// (the previous one, if the guest writes again, goes back to its pool).
-func changedBody(ctx context.Context, n int) []byte {
-	slot, _ := ctx.Value(changedBodyKey{}).(**bodyBuf)
-	if slot == nil || n <= smallBody {
-		return nil // the host allocates
-	}
-	(*slot).release()
-	p, c := getBuf(n)
-	*slot = &bodyBuf{b: p, n: n, class: c}
-	return (*slot).bytes()
-}
-
 // firstChunk is the buffer a body whose length is unknown, or longer than
 // this, starts in.
 const firstChunk = 32 << 10
@@ -187,44 +168,6 @@ func errTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// forwardRequest returns a shallow copy of r with body as its body, for
-// ReverseProxy, and done, to call once the proxy has returned. buf holds
-// body when it is a pooled buffer, else nil.
-//
-// The copy can be replayed (GetBody), so that the transport may retry a
-// request of which it wrote nothing on a connection the worker had closed
-// (upstreamTransport). A pooled buffer goes back to its pool in done: every
-// reader of it, the first and any replay, fails from then on, so a
-// recycled buffer is never sent, even by a writer still running after the
-// worker answered before reading the whole body. Closing a reader releases
-// nothing. A body in memory of its own is left to the garbage collector,
-// and reaches the transport as an in-memory reader (bodyTransport).
-func forwardRequest(r *http.Request, body []byte, buf *bodyBuf) (out *http.Request, done func()) {
-	switch {
-	case len(body) == 0:
-		out = new(http.Request)
-		*out = *r
-		out.Body, out.GetBody = http.NoBody, nil
-		done = func() {}
-	case buf.pooled():
-		out = new(http.Request)
-		*out = *r
-		pb := &pooledBody{body: body, buf: buf}
-		out.Body, done = pb.reader(), pb.release
-		out.GetBody = func() (io.ReadCloser, error) { return pb.reader(), nil }
-	default:
-		out = r.WithContext(context.WithValue(r.Context(), forwardBytesKey{}, body))
-		out.Body, done = io.NopCloser(bytes.NewReader(body)), func() {}
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	out.ContentLength = int64(len(body))
-	return out, done
-}
-
-// forwardBytesKey carries, in the context of a request handed to
-// ReverseProxy, its body when the body is in memory of its own.
-type forwardBytesKey struct{}
-
 // bodyTransport is the upstream transport, handing it a body in memory of
 // its own as an in-memory reader. ReverseProxy wraps every body in a
 // reader of its own, and net/http writes the headers of a body it does not
@@ -238,9 +181,9 @@ type bodyTransport struct{ http.RoundTripper }
 // reset-before-request retry covers the same case (docs/spec.md, The
 // worker connection).
 func (t bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b, ok := r.Context().Value(forwardBytesKey{}).([]byte); ok && r.Body != nil && r.ContentLength == int64(len(b)) {
+	if x := exchangeOf(r.Context()); x != nil && x.inMemory != nil && r.Body != nil && r.ContentLength == int64(len(x.inMemory)) {
 		r2 := *r // RoundTrip must not change the request it is given
-		r2.Body = io.NopCloser(bytes.NewReader(b))
+		r2.Body = io.NopCloser(bytes.NewReader(x.inMemory))
 		r = &r2
 	}
 	res, err := t.RoundTripper.RoundTrip(r)
@@ -299,7 +242,7 @@ func (f *forwardBody) Read(b []byte) (int, error) {
 	return f.r.Read(b)
 }
 
-// Close releases nothing: the buffer goes back in forwardRequest's done.
+// Close releases nothing: the buffer goes back in exchange.release.
 func (f *forwardBody) Close() error { return nil }
 
 var errBodyClosed = errors.New("request body read after close")

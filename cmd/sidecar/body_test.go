@@ -100,8 +100,8 @@ func TestReadBodyGrowsWithData(t *testing.T) {
 	}
 }
 
-// Once the proxy is done with the forwarded body, its pooled buffer may be
-// reused: a late read by the transport, of the first reading or of a
+// Once the exchange is done with the forwarded body, its pooled buffer may
+// be reused: a late read by the transport, of the first reading or of a
 // replay (GetBody), must fail, never return recycled bytes; closing a
 // reading releases nothing.
 func TestForwardBodyReadAfterRelease(t *testing.T) {
@@ -113,7 +113,8 @@ func TestForwardBodyReadAfterRelease(t *testing.T) {
 	if !b.pooled() {
 		t.Fatal("want a pooled body")
 	}
-	out, done := forwardRequest(r, b.bytes(), b)
+	x := &exchange{r: r, body: b}
+	out := x.forward(b.bytes(), b)
 	p := make([]byte, 5)
 	if n, err := out.Body.Read(p); n != 5 || err != nil || string(p) != "hello" {
 		t.Fatalf("read %q %v", p[:n], err)
@@ -126,8 +127,8 @@ func TestForwardBodyReadAfterRelease(t *testing.T) {
 	if n, err := replay.Read(p); n != 5 || err != nil || string(p) != "hello" {
 		t.Fatalf("replay after the first reading was closed: %q %v", p[:n], err)
 	}
-	done()
-	done()
+	x.release()
+	x.release()
 	for i, body := range []io.Reader{out.Body, replay} {
 		if n, err := body.Read(p); n != 0 || !errors.Is(err, errBodyClosed) {
 			t.Fatalf("reading %d after release: %d %v", i, n, err)
@@ -191,7 +192,8 @@ func TestForwardRequest(t *testing.T) {
 		if err != nil || buf.pooled() != c.pooled {
 			t.Fatalf("%s: read: %v, pooled %v", c.name, err, buf.pooled())
 		}
-		out, done := forwardRequest(in, buf.bytes(), buf)
+		x := &exchange{r: in, body: buf}
+		out := x.forward(buf.bytes(), buf)
 		if out.ContentLength != int64(len(c.body)) {
 			t.Fatalf("%s: content length %d", c.name, out.ContentLength)
 		}
@@ -221,7 +223,7 @@ func TestForwardRequest(t *testing.T) {
 				t.Errorf("large: the transport got a %T", seen)
 			}
 		}
-		done()
+		x.release()
 		if c.pooled {
 			if !buf.done.Load() {
 				t.Errorf("%s: pooled buffer not released", c.name)
@@ -230,5 +232,38 @@ func TestForwardRequest(t *testing.T) {
 				t.Errorf("%s: read after done: %v", c.name, err)
 			}
 		}
+	}
+}
+
+// changedBody lends the filter pooled memory for a large body and leaves a
+// small one to the host, and x.rewritten always says which the filter's
+// last body is in. The body it wrote before stays out of the pool until
+// the next write (the host copies from it while it fills the new one), and
+// release gives back every buffer, once.
+func TestChangedBodyOwnership(t *testing.T) {
+	r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
+	if b := changedBody(r.Context(), 2*smallBody); b != nil {
+		t.Fatal("memory lent to a request without an exchange")
+	}
+	x := &exchange{r: r}
+	ctx := x.context()
+	first := changedBody(ctx, 2*smallBody)
+	if len(first) != 2*smallBody || x.rewritten == nil || &x.rewritten.bytes()[0] != &first[0] {
+		t.Fatalf("large body: %d bytes, rewritten %v", len(first), x.rewritten)
+	}
+	one := x.rewritten
+	second := changedBody(ctx, 3*smallBody)
+	if len(second) != 3*smallBody || x.rewritten == nil || x.replaced != one || one.done.Load() {
+		t.Fatalf("second write: rewritten %v, replaced %v (first released: %v)", x.rewritten, x.replaced, one.done.Load())
+	}
+	two := x.rewritten
+	if b := changedBody(ctx, smallBody); b != nil || x.rewritten != nil || x.replaced != two || !one.done.Load() || two.done.Load() {
+		t.Fatalf("small write: %d bytes lent, rewritten %v, first released %v, second released %v",
+			len(b), x.rewritten, one.done.Load(), two.done.Load())
+	}
+	x.release()
+	x.release()
+	if !two.done.Load() {
+		t.Fatal("the second body's buffer was not released")
 	}
 }

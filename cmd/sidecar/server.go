@@ -126,15 +126,15 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 			if res.StatusCode == http.StatusSwitchingProtocols {
 				return errUnrequestedSwitch
 			}
-			if x, ok := res.Request.Context().Value(exchangeKey{}).(*statusWriter); ok && res.Body != nil && res.Body != http.NoBody {
-				res.Body = &answerBody{ReadCloser: res.Body, w: x, ctx: res.Request.Context()}
+			if x := exchangeOf(res.Request.Context()); x != nil && res.Body != nil && res.Body != http.NoBody {
+				res.Body = &answerBody{ReadCloser: res.Body, x: x, ctx: res.Request.Context()}
 			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o, status, msg := classifyUpstream(r.Context(), err)
-			if sw, ok := w.(*statusWriter); ok {
-				sw.outcome = o
+			if x := exchangeOf(r.Context()); x != nil {
+				x.outcome = o
 			}
 			if o == outcomeClientGone {
 				return // nobody to answer; the upstream request was cancelled
@@ -196,54 +196,20 @@ func singleJoin(a, b string) string {
 }
 
 // ServeHTTP filters then forwards one request, and accounts for it: one
-// count and one access line, whatever path the request leaves by, a panic
-// (http.ErrAbortHandler, with which ReverseProxy ends an answer cut short)
-// included.
+// count and one access line (exchange.finish), whatever path the request
+// leaves by, a panic included.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	rw := &statusWriter{ResponseWriter: w}
-	rw.requestID = requestID(r.Header)
-	defer func() {
-		p := recover()
-		if p != nil {
-			if rw.outcome == "" {
-				rw.outcome = outcomeAborted
-			}
-			if rw.outcome == outcomeUpstreamReset && rw.status != 0 {
-				rw.Flush() // what the worker sent before it stopped reaches the client
-			}
-		}
-		s.account(rw, r, start)
-		if p != nil {
-			panic(p) // net/http closes the connection
-		}
-	}()
-	o := s.serve(rw, r)
-	if rw.outcome == "" {
-		rw.outcome = o
-	}
+	x := s.newExchange(w, r)
+	defer x.finish()
+	x.settle(s.serve(x))
 }
 
-// account counts a request's outcome and writes its access line: no body,
-// no header values, no query (it may carry data). The record goes straight
-// to the handler: no caller PC (the line's source is always here) and one
-// clock read for time and duration.
-func (s *server) account(rw *statusWriter, r *http.Request, start time.Time) {
-	s.outcomes[rw.outcome].Inc()
-	ctx := r.Context()
-	if h := s.log.Handler(); h.Enabled(ctx, slog.LevelInfo) {
-		end := time.Now()
-		rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-		rec.AddAttrs(slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rw.status),
-			slog.Int64("bytes", rw.n), slog.String("outcome", string(rw.outcome)),
-			slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
-			slog.String("remote", r.RemoteAddr))
-		rw.addAttrs(&rec, h.Enabled(ctx, slog.LevelDebug))
-		_ = h.Handle(ctx, rec)
-	}
-}
-
-func (s *server) serve(w *statusWriter, r *http.Request) outcome {
+// serve takes the request x through the sidecar, from the refusals made on
+// its headers to the worker's answer, and returns its outcome (unless the
+// proxy's ErrorHandler or the answer's body records one first). Every
+// buffer it reads into or is lent belongs to x, which gives it back.
+func (s *server) serve(x *exchange) outcome {
+	w, r := &x.w, x.r
 	if outcome := s.screen(w, r); outcome != "" {
 		return outcome
 	}
@@ -262,33 +228,25 @@ func (s *server) serve(w *statusWriter, r *http.Request) outcome {
 	limit := s.policy.Load().maxBody
 	_, tooLargeMsg := httperr.BodyTooLarge(r.ContentLength, int(limit))
 	withheld := tooLargeMsg != ""
-	buf, err := &bodyBuf{}, error(nil)
 	if !withheld {
-		buf, err = readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
-	}
-	switch {
-	case err != nil && errTimeout(err):
-		closeAfterReply(w) // answer now, not once the rest of the body came
-		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout))
-		return outcomeBodyTimeout
-	case err != nil:
-		closeAfterReply(w) // what is left of the connection is not a request
-		writeError(w, http.StatusBadRequest, "cannot read the request body")
-		return outcomeBadRequest
-	}
-	// buf goes back to its pool when the request is done with it: here,
-	// unless it is forwarded, in which case forwardRequest's closer does it.
-	forwarding := false
-	defer func() {
-		if !forwarding {
-			buf.release()
+		var err error
+		x.body, err = readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+		switch {
+		case err != nil && errTimeout(err):
+			closeAfterReply(w) // answer now, not once the rest of the body came
+			writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout))
+			return outcomeBodyTimeout
+		case err != nil:
+			closeAfterReply(w) // what is left of the connection is not a request
+			writeError(w, http.StatusBadRequest, "cannot read the request body")
+			return outcomeBadRequest
 		}
-	}()
+	}
 	if k := forbiddenTrailer(r.Trailer); k != "" {
 		writeError(w, http.StatusBadRequest, "the request's trailer carries "+k+", which a trailer must not")
 		return outcomeBadRequest
 	}
-	body := buf.bytes()
+	body := x.body.bytes()
 	if !withheld {
 		_, tooLargeMsg = httperr.BodyTooLarge(int64(len(body)), int(limit))
 	}
@@ -298,11 +256,6 @@ func (s *server) serve(w *statusWriter, r *http.Request) outcome {
 		// the body before closing: nobody wants it.
 		closeAfterReply(w)
 	}
-	// A body the filter changes is written into pooled memory too
-	// (changedBody); only the last one the guest wrote is forwarded (and
-	// released by it).
-	var changed *bodyBuf
-	defer func() { changed.release() }()
 	// A client's x-forwarded-client-cert is removed before the filter and
 	// never forwarded, as Envoy's forward_client_cert_details: SANITIZE
 	// does: identity comes from this connection's TLS state (r.TLS, with
@@ -321,11 +274,13 @@ func (s *server) serve(w *statusWriter, r *http.Request) outcome {
 	} else if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		req.LocalAddr = la.String()
 	}
+	// A body the filter changes is written into pooled memory too
+	// (changedBody, x.rewritten).
 	fstart := time.Now()
-	d, err := s.host.Filter(context.WithValue(r.Context(), changedBodyKey{}, &changed), req)
+	d, err := s.host.Filter(x.context(), req)
 	took := time.Since(fstart)
 	s.latency.Observe(took.Seconds())
-	w.noteFilter(d, took)
+	x.noteFilter(d, took)
 	if err != nil {
 		reason := failureReason(err)
 		if errors.Is(err, context.Canceled) {
@@ -351,19 +306,13 @@ func (s *server) serve(w *statusWriter, r *http.Request) outcome {
 		return outcomeLocalReply
 	}
 	// The request to forward: a shallow copy of r carrying the decision,
-	// its body d.Body, in the pooled buffer fwd or in memory of its own.
-	var fwd *bodyBuf
-	switch {
-	case len(d.Body) == 0:
-	case d.BodyChanged:
-		if changed != nil && &(*changed.b)[0] == &d.Body[0] {
-			fwd, changed = changed, nil
-		}
-	default: // the original bytes, in buf
-		fwd, forwarding = buf, true
+	// its body d.Body: the bytes read, or the filter's, in the pooled
+	// buffer x.rewritten or (nil) in memory the host allocated.
+	src := x.body
+	if d.BodyChanged {
+		src = x.rewritten
 	}
-	out, done := forwardRequest(r, d.Body, fwd)
-	defer done()
+	out := x.forward(d.Body, src)
 	if d.HeaderChanged {
 		out.Header = d.Header // ReverseProxy clones it and drops hop-by-hop fields
 		if d.Method != "" {
@@ -377,11 +326,9 @@ func (s *server) serve(w *statusWriter, r *http.Request) outcome {
 			}
 		}
 	}
-	out = out.WithContext(context.WithValue(out.Context(), exchangeKey{}, w))
+	// The proxy's ErrorHandler and the answer's body record what went
+	// wrong in x.outcome, which ServeHTTP keeps over this one.
 	s.proxy.ServeHTTP(w, out)
-	if w.outcome != "" { // the proxy's ErrorHandler or the answer's body said what went wrong
-		return w.outcome
-	}
 	return outcomeForwarded
 }
 
@@ -429,20 +376,15 @@ func (s *server) adminHandler() http.Handler {
 	return mux
 }
 
-// statusWriter is a request's response writer and what its access line
-// and count say: the final status, the bytes sent, the outcome, and the
-// filter's report (accessInfo). It keeps flushing available to the
-// reverse proxy.
+// statusWriter is a request's response writer (exchange.w) and what its
+// access line says of the answer: the final status and the bytes sent. It
+// keeps flushing available to the reverse proxy.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
-	// outcome, once set, is what became of the request; serve's result
-	// otherwise.
-	outcome outcome
 	// writeFailed is set when a write to the client failed: it is gone.
 	writeFailed bool
-	accessInfo
 }
 
 // WriteHeader records the final status. An interim answer is not the

@@ -38,7 +38,7 @@ const (
 // A request that provably never reached the worker is retried once on a
 // new connection: net/http's transport does so for a request on a reused
 // connection of which nothing was written (the worker had closed it), when
-// the request can be replayed, which forwardRequest's GetBody allows.
+// the request can be replayed, which exchange.forward's GetBody allows.
 // Nothing else is retried: a generation is not idempotent.
 func upstreamTransport(o workerOptions) *http.Transport {
 	if o.IdleTimeout <= 0 {
@@ -84,32 +84,27 @@ func classifyUpstream(ctx context.Context, err error) (outcome, int, string) {
 	return outcomeUpstreamReset, http.StatusBadGateway, httperr.MsgWorkerReset
 }
 
-// exchangeKey carries, in the context of the request handed to
-// ReverseProxy, the request's statusWriter, where the answer's body
-// records how it ended.
-type exchangeKey struct{}
-
 // answerBody is the worker's answer body on its way to the client. When
 // reading it fails before its end, it records why: the client left (its
 // context is cancelled) or the worker cut the answer. ReverseProxy then
 // ends the handler with http.ErrAbortHandler and net/http closes the
-// client's connection; ServeHTTP first flushes what arrived, so that a cut
-// answer ends as in Envoy: the status, the headers and the bytes the worker
-// sent, then the connection closes (short of a Content-Length, or a chunked
-// body without its last chunk).
+// client's connection; exchange.finish first flushes what arrived, so that
+// a cut answer ends as in Envoy: the status, the headers and the bytes the
+// worker sent, then the connection closes (short of a Content-Length, or a
+// chunked body without its last chunk).
 type answerBody struct {
 	io.ReadCloser
-	w   *statusWriter
+	x   *exchange
 	ctx context.Context
 }
 
 func (b *answerBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && b.w.outcome == "" {
+	if err != nil && err != io.EOF && b.x.outcome == "" {
 		if b.ctx.Err() != nil {
-			b.w.outcome = outcomeClientGone
+			b.x.outcome = outcomeClientGone
 		} else {
-			b.w.outcome = outcomeUpstreamReset
+			b.x.outcome = outcomeUpstreamReset
 		}
 	}
 	return n, err

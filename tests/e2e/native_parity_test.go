@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy"
@@ -225,10 +224,6 @@ func TestNativeTrustedSendersParity(t *testing.T) {
 		{"sidecar", sc.API, scLoop.API, sc.metrics, scLoop.metrics},
 	}
 
-	head, tail := `{"model":"m","kv_hints":`, `,"messages":[{"role":"user","content":"hi"}]}`
-	body := []byte(head + strings.ReplaceAll(refEnvelope, ",", ",\n  ") + tail)
-	admitted := head + refEnvelope + tail
-	stripped := `{"model":"m"` + tail
 	spoofXFF := map[string]string{"X-Forwarded-For": spoofedXFF}
 	spoofXFCC := map[string]string{"X-Forwarded-Client-Cert": spoofedXFCC}
 	cases := []struct {
@@ -250,11 +245,7 @@ func TestNativeTrustedSendersParity(t *testing.T) {
 		{"loopback-no-certificate", true, nil, nil, true},
 		{"loopback-other-certificate", true, app, nil, true},
 	}
-	type outcome struct {
-		body  string
-		delta series
-	}
-	got := map[string]outcome{}
+	got := map[string]senderResult{} // host/case
 	for _, h := range hosts {
 		for _, c := range cases {
 			t.Run(h.name+"/"+c.name, func(t *testing.T) {
@@ -262,46 +253,13 @@ func TestNativeTrustedSendersParity(t *testing.T) {
 				if c.loopback {
 					addr, scrape = h.loop, h.scrapeL
 				}
-				before, err := scrape()
-				if err != nil {
-					t.Fatal(err)
-				}
-				rec := postMTLS(t, w, ca, c.cert, "https://"+addr+"/v1/chat/completions", "native-senders/"+h.name+"/"+c.name, body, c.headers)
-				after, err := scrape()
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := parseSeries(after).delta(parseSeries(before))
-				got[h.name+"/"+c.name] = outcome{string(rec.Body), d}
-				want, counter := stripped, `trtllm_kv_hints_ignored_total{reason="untrusted"}`
-				if c.trusted {
-					want, counter = admitted, `kvgate_kv_hints_admitted_total{}`
-				}
-				if string(rec.Body) != want {
-					t.Errorf("worker received\n%s\nwant\n%s", rec.Body, want)
-				}
-				if v := rec.Header.Values("X-Forwarded-Client-Cert"); len(v) != 0 {
-					t.Errorf("the worker received x-forwarded-client-cert %q", v)
-				}
-				if d[counter] != 1 {
-					t.Errorf("%s rose by %g, want 1", counter, d[counter])
-				}
-				for k, v := range d {
-					if k != counter && v != 0 {
-						t.Errorf("%s changed by %g", k, v)
-					}
-				}
+				got[h.name+"/"+c.name] = checkSenderRequest(t, w, ca, c.cert, addr, "native-senders/"+h.name+"/"+c.name, c.headers, c.trusted, scrape)
 			})
 		}
 	}
 	for _, c := range cases {
-		nv := got["native/"+c.name]
 		for _, other := range []string{"wasm", "sidecar"} {
-			ov := got[other+"/"+c.name]
-			if nv.body != ov.body || nv.delta.String() != ov.delta.String() {
-				t.Errorf("%s: native and %s differ:\nnative forwarded %s, counters moved\n%s\n%s forwarded %s, counters moved\n%s",
-					c.name, other, nv.body, nv.delta, other, ov.body, ov.delta)
-			}
+			sameSenderResult(t, c.name, "native", got["native/"+c.name], other, got[other+"/"+c.name])
 		}
 	}
 }

@@ -62,10 +62,6 @@ func TestTrustedSendersParity(t *testing.T) {
 		{"sidecar", sc.API, sc.metrics},
 	}
 
-	head, tail := `{"model":"m","kv_hints":`, `,"messages":[{"role":"user","content":"hi"}]}`
-	body := []byte(head + strings.ReplaceAll(refEnvelope, ",", ",\n  ") + tail)
-	admitted := head + refEnvelope + tail
-	stripped := `{"model":"m"` + tail
 	spoofXFF := map[string]string{"X-Forwarded-For": spoofedXFF}
 	spoofXFCC := map[string]string{"X-Forwarded-Client-Cert": spoofedXFCC}
 	cases := []struct {
@@ -83,51 +79,85 @@ func TestTrustedSendersParity(t *testing.T) {
 		{"router-spoofed-xff-xfcc", router, map[string]string{"X-Forwarded-For": spoofedXFF,
 			"X-Forwarded-Client-Cert": "By=spiffe://x/y;URI=" + appID}, true},
 	}
-	type outcome struct {
-		body  string
-		delta series
-	}
-	got := map[string]outcome{} // host/case
+	got := map[string]senderResult{} // host/case
 	for _, h := range hosts {
 		for _, c := range cases {
 			t.Run(h.name+"/"+c.name, func(t *testing.T) {
-				before, err := h.scrape()
-				if err != nil {
-					t.Fatal(err)
-				}
-				rec := postMTLS(t, w, ca, c.cert, "https://"+h.addr+"/v1/chat/completions", "senders-parity/"+h.name+"/"+c.name, body, c.headers)
-				after, err := h.scrape()
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := parseSeries(after).delta(parseSeries(before))
-				got[h.name+"/"+c.name] = outcome{string(rec.Body), d}
-				want, counter := stripped, `trtllm_kv_hints_ignored_total{reason="untrusted"}`
-				if c.trusted {
-					want, counter = admitted, `kvgate_kv_hints_admitted_total{}`
-				}
-				if string(rec.Body) != want {
-					t.Errorf("worker received\n%s\nwant\n%s", rec.Body, want)
-				}
-				if v := rec.Header.Values("X-Forwarded-Client-Cert"); len(v) != 0 {
-					t.Errorf("the worker received x-forwarded-client-cert %q", v)
-				}
-				if d[counter] != 1 {
-					t.Errorf("%s rose by %g, want 1", counter, d[counter])
-				}
-				for k, v := range d {
-					if k != counter && v != 0 {
-						t.Errorf("%s changed by %g", k, v)
-					}
-				}
+				got[h.name+"/"+c.name] = checkSenderRequest(t, w, ca, c.cert, h.addr, "senders-parity/"+h.name+"/"+c.name, c.headers, c.trusted, h.scrape)
 			})
 		}
 	}
 	for _, c := range cases {
-		ev, sv := got["envoy/"+c.name], got["sidecar/"+c.name]
-		if ev.body != sv.body || ev.delta.String() != sv.delta.String() {
-			t.Errorf("%s: the hosts differ:\nenvoy forwarded %s, counters moved\n%s\nsidecar forwarded %s, counters moved\n%s",
-				c.name, ev.body, ev.delta, sv.body, sv.delta)
+		sameSenderResult(t, c.name, "envoy", got["envoy/"+c.name], "sidecar", got["sidecar/"+c.name])
+	}
+}
+
+// senderBodies returns the request every trusted-senders case posts, with
+// the router's envelope pretty-printed, and what the worker must receive
+// from it: the envelope in canonical form when the sender is trusted
+// (admitted), removed when it is not (stripped).
+func senderBodies() (body []byte, admitted, stripped string) {
+	head, tail := `{"model":"m","kv_hints":`, `,"messages":[{"role":"user","content":"hi"}]}`
+	return []byte(head + strings.ReplaceAll(refEnvelope, ",", ",\n  ") + tail), head + refEnvelope + tail, `{"model":"m"` + tail
+}
+
+// senderResult is what one trusted-senders case did on one host: the body
+// the worker received and how the host's counters moved.
+type senderResult struct {
+	body  string
+	delta series
+}
+
+// checkSenderRequest sends one trusted-senders request (senderBodies) to
+// the host at addr over mTLS, presenting cert (none when nil) and the extra
+// headers, tagged key for the worker, and checks what the host did: the
+// worker received the envelope admitted when trusted, else stripped, and
+// no x-forwarded-client-cert; of the host's counters (scrape, before and
+// after), kvgate_kv_hints_admitted_total rose by one when trusted, the
+// untrusted count of trtllm_kv_hints_ignored_total otherwise, and nothing
+// else moved. It returns what it saw, for comparing hosts
+// (sameSenderResult).
+func checkSenderRequest(t *testing.T, w *Worker, ca *pki.CA, cert *pki.Leaf, addr, key string, headers map[string]string,
+	trusted bool, scrape func() (string, error)) senderResult {
+	t.Helper()
+	body, admitted, stripped := senderBodies()
+	before, err := scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := postMTLS(t, w, ca, cert, "https://"+addr+"/v1/chat/completions", key, body, headers)
+	after, err := scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := parseSeries(after).delta(parseSeries(before))
+	want, counter := stripped, `trtllm_kv_hints_ignored_total{reason="untrusted"}`
+	if trusted {
+		want, counter = admitted, `kvgate_kv_hints_admitted_total{}`
+	}
+	if string(rec.Body) != want {
+		t.Errorf("worker received\n%s\nwant\n%s", rec.Body, want)
+	}
+	if v := rec.Header.Values("X-Forwarded-Client-Cert"); len(v) != 0 {
+		t.Errorf("the worker received x-forwarded-client-cert %q", v)
+	}
+	if d[counter] != 1 {
+		t.Errorf("%s rose by %g, want 1", counter, d[counter])
+	}
+	for k, v := range d {
+		if k != counter && v != 0 {
+			t.Errorf("%s changed by %g", k, v)
 		}
+	}
+	return senderResult{string(rec.Body), d}
+}
+
+// sameSenderResult fails the test when hosts a and b forwarded different
+// bytes for a trusted-senders case, or moved different counters.
+func sameSenderResult(t *testing.T, name, aName string, a senderResult, bName string, b senderResult) {
+	t.Helper()
+	if a.body != b.body || a.delta.String() != b.delta.String() {
+		t.Errorf("%s: %s and %s differ:\n%s forwarded %s, counters moved\n%s\n%s forwarded %s, counters moved\n%s",
+			name, aName, bName, aName, a.body, a.delta, bName, b.body, b.delta)
 	}
 }
