@@ -5,12 +5,14 @@
 // Registers: SI the bytes, BX their length, R11 the offset of the last
 // whole block, DI the block's offset, R8 how many bytes at the start of
 // the block belong to an escape begun in the block before, R9 the flags
-// (and 0x100: read escapes), R10 the non-ASCII mask of the last block
-// validated (zero: nothing carried). Y0 is the last block validated, Y1
-// the block read; Y7..Y15 hold constants.
-// Escapes are ASCII, so UTF-8 is validated across them as if they were
-// text; within a block the specials are taken in turn, each escape
-// clearing the specials it covers.
+// (and 0x100: read escapes), R10 not zero when the last block validated
+// had a byte above 0x7F (zero: nothing carried into the next). Y0 is the
+// last block validated, Y1 the block read; Y7..Y11 and Y13..Y15 hold
+// constants. Escapes are ASCII, so UTF-8 is validated across them as if
+// they were text; within a block the specials are taken in turn, each
+// escape clearing the specials it covers. Blocks of plain ASCII after
+// ASCII take the first loop; a run of clean blocks with multibyte
+// characters, the second (u8loop); the rest goes through trouble.
 //
 // UTF-8 is validated with three 16-entry tables indexed by the nibbles of
 // each byte and the byte before it (prev1); their AND has a bit set for
@@ -109,7 +111,6 @@ TEXT ·stringRunAVX2(SB), NOSPLIT, $0-48
 	VMOVDQU quoteSlash<>(SB), Y13
 	BROADCAST(0x0F, Y15)
 	BROADCAST(0x20, Y14)
-	BROADCAST(0x1F, Y12)
 	BROADCAST(0x60, Y8)
 	BROADCAST(0x70, Y7)
 	VPXOR   Y0, Y0, Y0
