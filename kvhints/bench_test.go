@@ -63,6 +63,10 @@ const multilingualText = `请把下面的会议记录整理成要点，并用中
 	`다음 내용을 한국어로 요약해 주세요. 라우터는 캐시가 있는 작업자에게 요청을 보냅니다 👍. \n` +
 	`Merci de résumer ce paragraphe : les modèles répondent plus vite quand le cache est déjà chargé, même à Zürich ou São Paulo. \n\n`
 
+// escapeText is escape-dense text: newlines, tabs, quotes and \u escapes
+// of accented letters, about one escape every 9 bytes.
+const escapeText = `Caf\u00e9 \"cr\u00e8me\" na\u00efve:\n\tthe r\u00e9sum\u00e9 says \"d\u00e9j\u00e0 vu\".\n\n`
+
 // chatBody returns a string-heavy chat completion body of about n bytes,
 // with a 2 KiB envelope in the middle when hint is set.
 func chatBody(n int, hint bool) []byte { return chatBodyOf(n, hint, denseText) }
@@ -109,6 +113,29 @@ func BenchmarkRewrite(b *testing.B) {
 		b.Run(mode.name+"/4MiB-utf8/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
 		body = chatBodyOf(4<<20, true, multilingualText)
 		b.Run(mode.name+"/4MiB-multilingual/hint", func(b *testing.B) { benchRewrite(b, body, mode.p) })
+	}
+}
+
+// BenchmarkRewriteScan is the untrusted rewrite of a 4 MiB chat body,
+// the string scan's whole cost, on the portable path and, on amd64 with
+// AVX2, the vectorised one, side by side: ASCII English prose,
+// escape-dense text and multilingual text.
+func BenchmarkRewriteScan(b *testing.B) {
+	for _, text := range []struct{ name, para string }{
+		{"prose", proseText}, {"escapes", escapeText}, {"multilingual", multilingualText},
+	} {
+		body := chatBodyOf(4<<20, true, text.para)
+		for _, path := range []struct {
+			name string
+			vec  bool
+		}{{"portable", false}, {"avx2", true}} {
+			b.Run("text="+text.name+"/path="+path.name, func(b *testing.B) {
+				if !setVecScan(b, path.vec) {
+					b.Skip("no AVX2 path here")
+				}
+				benchRewrite(b, body, Policy{})
+			})
+		}
 	}
 }
 

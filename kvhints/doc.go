@@ -39,8 +39,20 @@
 // with the Go code; `make wasip1` runs them, and the rest of the package's
 // tests, on wasm.
 //
-// The package is pure Go apart from those two, with no I/O and no global
-// state, and builds for wasip1 as well as natively. A Rewriter reused across calls allocates
+// Natively on amd64 the string scan has a vectorised path (RATIONALE.md):
+//
+//   - stringRunAVX2, the text of a string 32 bytes a turn with AVX2
+//     (specials, UTF-8 with surrogates, escapes): vecscan_amd64.s with its
+//     declaration and the calls scanString and multibyteRun make
+//     (vecRun, vecText) in vecscan_amd64.go. vecScan, set once from the
+//     CPU (AVX2, BMI1, BMI2), selects it; it is a constant false in
+//     vecscan_other.go and, for wasm, in plainwords_wasm.go, where the
+//     calls compile away. What it stops at, the Go code finishes, so
+//     the portable path remains the definition of every result and
+//     error; vecscan_amd64_test.go compares the two.
+//
+// The package is pure Go apart from those, with no I/O and no global
+// state but vecScan, and builds for wasip1 as well as natively. A Rewriter reused across calls allocates
 // nothing per request once its buffers have grown, which is what the guest
 // relies on.
 package kvhints

@@ -365,6 +365,8 @@ func FuzzMultibyteRun(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The portable path; FuzzVectorScan compares the other with it.
+		forcePortable(t)
 		for i := range b {
 			if b[i] < 0x80 {
 				continue

@@ -109,14 +109,14 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 	for {
 		for i+8 <= len(b) {
 			m := stringSpecial(binary.LittleEndian.Uint64(b[i:]))
-			if m != 0 {
+			if m != 0 && !(vecScan && escaped && m&0x80 == 0 && i+8+vecMin <= len(b)) { // amd64: see vecRun
 				i += bits.TrailingZeros64(m) >> 3
 				goto special
 			}
 			i += 8
-			// On wasm, a run longer than a word is scanned in bulk. Keys
-			// and short values end within the first word and never get here.
-			if bulkPlain {
+			if vecScan && i+vecMin <= len(b) { // amd64 AVX2: this word and on in bulk (vecscan_amd64.go)
+				i, escaped = vecRun(b, i-8, escaped)
+			} else if bulkPlain { // on wasm, a run longer than a word in bulk; keys never get here
 				i += plainWords(b[i:])
 			}
 		}
@@ -164,16 +164,16 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 // in a non-Latin script is runs of multibyte characters between spaces and
 // punctuation; reading all of it here, a word at a time over ASCII and
 // without a call per character, is what keeps it near the speed of ASCII.
-// It accepts exactly the ASCII that stringSpecial passes, what
-// utf8.DecodeRune accepts and the encoded surrogates (FuzzMultibyteRun).
+// It accepts exactly the ASCII that stringSpecial passes, what DecodeRune
+// accepts and encoded surrogates (FuzzMultibyteRun); vecText may end it early.
 func multibyteRun(b []byte, i int) (end int, surrogate bool) {
 	for i < len(b) {
 		c := b[i]
 		switch {
 		case c < 0x80:
-			// Spaces and punctuation between words of another script,
-			// or ASCII words among them: a word at a time while the
-			// bytes are plain, so that mixed text stays in this loop.
+			if vecScan && i+vecMin <= len(b) { // amd64 AVX2: the rest in bulk (vecscan_amd64.go)
+				return vecText(b, i, surrogate)
+			} // else spaces and punctuation a word at a time, so that mixed text stays in this loop
 			if i+8 <= len(b) {
 				if m := stringSpecial(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 					n := bits.TrailingZeros64(m) >> 3

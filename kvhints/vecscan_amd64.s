@@ -1,0 +1,370 @@
+#include "textflag.h"
+
+// stringRunAVX2: see vecscan_amd64.go for what it returns.
+//
+// Registers: SI the bytes, BX their length, R11 the offset of the last
+// whole block, DI the block's offset, R8 how many bytes at the start of
+// the block belong to an escape begun in the block before, R9 the flags
+// (and 0x100: read escapes), R10 not zero when the last block validated
+// had a byte above 0x7F (zero: nothing carried into the next). Y0 is the
+// last block validated, Y1 the block read; Y7..Y11 and Y13..Y15 hold
+// constants. Escapes are ASCII, so UTF-8 is validated across them as if
+// they were text; within a block the specials are taken in turn, each
+// escape clearing the specials it covers. Blocks of plain ASCII after
+// ASCII take the first loop; a run of clean blocks with multibyte
+// characters, the second (u8loop); the rest goes through trouble.
+//
+// UTF-8 is validated with three 16-entry tables indexed by the nibbles of
+// each byte and the byte before it (prev1); their AND has a bit set for
+// every way the pair is malformed:
+//
+//	0x01 a lead not followed by a continuation byte
+//	0x02 a continuation byte after ASCII
+//	0x04 E0 80..9F (overlong)
+//	0x08 F4 90..BF, F5..FF 90..BF (above U+10FFFF)
+//	0x10 ED A0..BF, a surrogate: read, and reported in the flags
+//	0x20 C0 or C1 before a continuation byte (overlong)
+//	0x40 F0 80..8F (overlong), F5..FF 80..8F (above U+10FFFF)
+//	0x80 two continuation bytes: right exactly where the byte two before
+//	     is E0..FF or the byte three before F0..FF
+//
+// Bytes F5..FF and C0, C1 are thereby never read, as in multibyteRun.
+
+DATA tabHigh1<>+0(SB)/8, $0x0202020202020202
+DATA tabHigh1<>+8(SB)/8, $0x4915012180808080
+DATA tabHigh1<>+16(SB)/8, $0x0202020202020202
+DATA tabHigh1<>+24(SB)/8, $0x4915012180808080
+GLOBL tabHigh1<>(SB), RODATA|NOPTR, $32
+
+DATA tabLow1<>+0(SB)/8, $0xCBCBCB8B8383A3E7
+DATA tabLow1<>+8(SB)/8, $0xCBCBDBCBCBCBCBCB
+DATA tabLow1<>+16(SB)/8, $0xCBCBCB8B8383A3E7
+DATA tabLow1<>+24(SB)/8, $0xCBCBDBCBCBCBCBCB
+GLOBL tabLow1<>(SB), RODATA|NOPTR, $32
+
+DATA tabHigh2<>+0(SB)/8, $0x0101010101010101
+DATA tabHigh2<>+8(SB)/8, $0x01010101BABAAEE6
+DATA tabHigh2<>+16(SB)/8, $0x0101010101010101
+DATA tabHigh2<>+24(SB)/8, $0x01010101BABAAEE6
+GLOBL tabHigh2<>(SB), RODATA|NOPTR, $32
+
+// Bit 0x80, and the error bits other than 0x10, in every byte.
+DATA bit80<>+0(SB)/8, $0x8080808080808080
+DATA bit80<>+8(SB)/8, $0x8080808080808080
+DATA bit80<>+16(SB)/8, $0x8080808080808080
+DATA bit80<>+24(SB)/8, $0x8080808080808080
+GLOBL bit80<>(SB), RODATA|NOPTR, $32
+
+DATA errBits<>+0(SB)/8, $0xEFEFEFEFEFEFEFEF
+DATA errBits<>+8(SB)/8, $0xEFEFEFEFEFEFEFEF
+DATA errBits<>+16(SB)/8, $0xEFEFEFEFEFEFEFEF
+DATA errBits<>+24(SB)/8, $0xEFEFEFEFEFEFEFEF
+GLOBL errBits<>(SB), RODATA|NOPTR, $32
+
+// '"' at index 2, '\\' at 0x0C, else 0x80: VPSHUFB by a byte below 0x80
+// gives the byte itself exactly when it is one of the two.
+DATA quoteSlash<>+0(SB)/8, $0x8080808080228080
+DATA quoteSlash<>+8(SB)/8, $0x8080805C80808080
+DATA quoteSlash<>+16(SB)/8, $0x8080808080228080
+DATA quoteSlash<>+24(SB)/8, $0x8080805C80808080
+GLOBL quoteSlash<>(SB), RODATA|NOPTR, $32
+
+#define BROADCAST(c, y) MOVL $c, AX; MOVQ AX, X0; VPBROADCASTB X0, y
+
+// UTF8CHECK validates the block Y1 after Y0: Y4 is not zero where a byte
+// is malformed or the second of a surrogate (bit 0x10), Y5 holds the
+// error bits; Y3 and Y6 are clobbered.
+#define UTF8CHECK \
+	VPERM2I128 $0x21, Y1, Y0, Y6 \ // the last 16 bytes before, the first 16 of the block
+	VPALIGNR   $14, Y6, Y1, Y4   \ // prev2
+	VPALIGNR   $13, Y6, Y1, Y5   \ // prev3
+	VPSUBUSB   Y8, Y4, Y4        \ // prev2 E0..FF: 80..9F
+	VPSUBUSB   Y7, Y5, Y5        \ // prev3 F0..FF: 80..8F
+	VPOR       Y4, Y5, Y4        \ // bit 0x80: must be a continuation byte
+	VPALIGNR   $15, Y6, Y1, Y3   \ // prev1
+	VPSRLW     $4, Y3, Y5        \
+	VPAND      Y15, Y5, Y5       \
+	VPSHUFB    Y5, Y11, Y5       \ // by prev1's high nibble
+	VPAND      Y15, Y3, Y3       \
+	VPSHUFB    Y3, Y10, Y3       \ // by prev1's low nibble
+	VPAND      Y3, Y5, Y5        \
+	VPSRLW     $4, Y1, Y3        \
+	VPAND      Y15, Y3, Y3       \
+	VPSHUFB    Y3, Y9, Y3        \ // by the byte's high nibble
+	VPAND      Y3, Y5, Y5        \ // the error bits
+	VPAND      bit80<>(SB), Y4, Y4 \
+	VPXOR      Y5, Y4, Y4
+
+// func stringRunAVX2(b []byte, escapes bool) (n, flags int)
+TEXT ·stringRunAVX2(SB), NOSPLIT, $0-48
+	MOVQ    b_base+0(FP), SI
+	MOVQ    b_len+8(FP), BX
+	MOVBQZX escapes+24(FP), R9
+	SHLQ    $8, R9
+	LEAQ    -32(BX), R11
+	XORL    DI, DI
+	XORL    R8, R8
+	XORL    R10, R10
+	VMOVDQU tabHigh1<>(SB), Y11
+	VMOVDQU tabLow1<>(SB), Y10
+	VMOVDQU tabHigh2<>(SB), Y9
+	VMOVDQU quoteSlash<>(SB), Y13
+	BROADCAST(0x0F, Y15)
+	BROADCAST(0x20, Y14)
+	BROADCAST(0x60, Y8)
+	BROADCAST(0x70, Y7)
+	VPXOR   Y0, Y0, Y0
+
+loop:
+	CMPQ      DI, R11
+	JGT       tail
+	VMOVDQU   (SI)(DI*1), Y1
+	VPSHUFB   Y1, Y13, Y2
+	VPCMPEQB  Y1, Y2, Y2  // '"' or '\\'
+	VPCMPGTB  Y1, Y14, Y3 // below 0x20, or above 0x7F
+	VPOR      Y2, Y3, Y3
+	VPMOVMSKB Y3, AX
+	ORL       R10, AX
+	JNZ       slow
+	XORL      R8, R8
+	ADDQ      $32, DI
+	JMP       loop
+
+slow:
+	VPMOVMSKB Y1, CX // the bytes above 0x7F
+	MOVL      CX, AX
+	ORL       R10, AX
+	JNZ       utf8
+
+	// ASCII after ASCII: specials, and nothing malformed.
+	VPMOVMSKB Y3, DX
+	XORL      R12, R12
+	JMP       skip
+
+utf8:
+	MOVL     CX, R10
+	VPSUBUSB Y1, Y14, Y4
+	VPOR     Y4, Y2, Y2 // the specials where not zero
+	UTF8CHECK
+	VMOVDQU  Y1, Y0
+	VPOR     Y2, Y4, Y3
+	VPTEST   Y3, Y3
+	JNZ      masks
+	TESTL    R10, R10
+	JZ       next
+	XORL     R8, R8
+	ADDQ     $32, DI
+
+u8loop:
+	// Text with multibyte characters: a block a turn while the blocks
+	// are clean and not all ASCII.
+	CMPQ     DI, R11
+	JGT      tail
+	VMOVDQU  (SI)(DI*1), Y1
+	VPSHUFB  Y1, Y13, Y2
+	VPCMPEQB Y1, Y2, Y2
+	VPSUBUSB Y1, Y14, Y3
+	VPOR     Y3, Y2, Y2
+	UTF8CHECK
+	VMOVDQU  Y1, Y0
+	VPOR     Y2, Y4, Y3
+	VPTEST   Y3, Y3
+	JNZ      u8trouble
+	ADDQ     $32, DI
+	VPTEST   bit80<>(SB), Y1
+	JNZ      u8loop
+	XORL     R10, R10
+	JMP      loop
+
+u8trouble:
+	VPMOVMSKB Y1, R10
+	JMP       masks
+
+next:
+	XORL R8, R8
+
+next1:
+	ADDQ $32, DI
+	JMP  loop
+
+masks:
+	VPAND     errBits<>(SB), Y4, Y3
+	VPXOR     Y6, Y6, Y6
+	VPCMPEQB  Y6, Y3, Y3
+	VPMOVMSKB Y3, CX
+	NOTL      CX         // malformed
+	VPSLLW    $3, Y5, Y5
+	VPMOVMSKB Y5, R12    // bit 0x10: surrogates
+	VPCMPEQB  Y6, Y2, Y2
+	VPMOVMSKB Y2, DX
+	NOTL      DX         // specials
+
+skip:
+	// The first R8 bytes end an escape: no specials there.
+	MOVL  $-1, AX
+	SHLXL R8, AX, AX
+	ANDL  AX, DX
+	XORL  R8, R8
+
+trouble:
+	// CX: malformed, DX: specials, R12: surrogates, of the block at DI.
+	TESTL  DX, DX
+	JZ     nospecial
+	TZCNTL DX, R14  // j, the first special
+	TZCNTL CX, R13  // e, the first malformed byte (32 if none)
+	CMPL   R13, R14
+	JLE    malformed
+	MOVL   R12, R13
+	BZHIL  R14, R13, R13 // the surrogates before j
+	TESTL  R13, R13
+	JZ     special
+	ORQ    $2, R9
+
+special:
+	// Everything before j is read; j is '"', '\\' or a control byte.
+	LEAQ    (DI)(R14*1), AX
+	CMPB    (SI)(AX*1), $0x5C
+	JNE     done
+	BTQ     $8, R9
+	JCC     done
+	LEAQ    1(AX), R13
+	CMPQ    R13, BX
+	JCC     done
+	MOVBLZX (SI)(R13*1), R13
+	CMPL    R13, $0x75 // 'u'
+	JEQ     uescape
+	LEAQ    ·simpleEscape(SB), R14
+	CMPB    (R14)(R13*1), $0
+	JEQ     done
+	ADDQ    $2, AX
+	JMP     escape
+
+uescape:
+	LEAQ    6(AX), R13
+	CMPQ    R13, BX
+	JHI     done
+	MOVBLZX 2(SI)(AX*1), R13
+	LEAL    -48(R13), R14
+	CMPL    R14, $10
+	JCS     hex2
+	ORL     $0x20, R13
+	SUBL    $97, R13
+	CMPL    R13, $6
+	JCC     done
+
+hex2:
+	MOVBLZX 3(SI)(AX*1), R13
+	LEAL    -48(R13), R14
+	CMPL    R14, $10
+	JCS     hex3
+	ORL     $0x20, R13
+	SUBL    $97, R13
+	CMPL    R13, $6
+	JCC     done
+
+hex3:
+	MOVBLZX 4(SI)(AX*1), R13
+	LEAL    -48(R13), R14
+	CMPL    R14, $10
+	JCS     hex4
+	ORL     $0x20, R13
+	SUBL    $97, R13
+	CMPL    R13, $6
+	JCC     done
+
+hex4:
+	MOVBLZX 5(SI)(AX*1), R13
+	LEAL    -48(R13), R14
+	CMPL    R14, $10
+	JCS     hexok
+	ORL     $0x20, R13
+	SUBL    $97, R13
+	CMPL    R13, $6
+	JCC     done
+
+hexok:
+	ADDQ $6, AX
+
+escape:
+	// AX is just past a valid escape; the specials it covers are its own.
+	ORQ   $1, R9
+	MOVQ  AX, R13
+	SUBQ  DI, R13
+	CMPQ  R13, $32
+	JCC   cross
+	MOVL  $-1, R14
+	SHLXL R13, R14, R14
+	ANDL  R14, DX
+	JMP   trouble
+
+cross:
+	// The escape ends in the next block (no special or malformed byte
+	// can follow it in this one).
+	SUBQ $32, R13
+	MOVQ R13, R8
+	JMP  next1
+
+nospecial:
+	TESTL  CX, CX
+	JZ     clean
+	TZCNTL CX, R13
+	JMP    malformed
+
+clean:
+	TESTL R12, R12
+	JZ    next
+	ORQ   $2, R9
+	JMP   next
+
+malformed:
+	// R13: e. Back to the start of the character before the first
+	// malformed byte, which the caller reads again; the surrogates before
+	// e may be before it.
+	BZHIL R13, R12, R12
+	TESTL R12, R12
+	JZ    malformed1
+	ORQ   $2, R9
+
+malformed1:
+	LEAQ (DI)(R13*1), AX
+	JMP  back
+
+tail:
+	// Fewer than 32 bytes left. DI starts a character unless the last
+	// block validated had a sequence that may go on into them; an escape
+	// may end in them.
+	MOVQ  DI, AX
+	ADDQ  R8, AX
+	TESTL R8, R8
+	JNZ   done
+	TESTL R10, R10
+	JZ    done
+
+back:
+	// AX is a character boundary if the byte before it is ASCII (or AX is
+	// 0); else back to the lead of the character before it.
+	TESTQ   AX, AX
+	JLE     done
+	DECQ    AX
+	MOVBLZX (SI)(AX*1), R13
+	CMPL    R13, $0x80
+	JCC     backloop
+	INCQ    AX
+	JMP     done
+
+backloop:
+	TESTQ   AX, AX
+	JLE     done
+	MOVBLZX (SI)(AX*1), R13
+	ANDL    $0xC0, R13
+	CMPL    R13, $0x80
+	JNE     done
+	DECQ    AX
+	JMP     backloop
+
+done:
+	ANDQ $3, R9
+	MOVQ AX, n+32(FP)
+	MOVQ R9, flags+40(FP)
+	VZEROUPPER
+	RET
