@@ -98,12 +98,14 @@ func expectedCounters(cases []vectors.Case) series {
 }
 
 // TestParity sends every conformance vector (each case under its own plugin
-// configuration), with Content-Length and chunked framing, through Envoy
-// and through the sidecar, each in front of the recording worker, as two
-// runners of the conformance kit. Each host must agree with the vectors
-// case by case (status, bytes, error replies, counter deltas) and with the
-// Python oracle; then both hosts must have forwarded the same bytes with
-// the same statuses and show the same counter series and values.
+// configuration, in both modes), with Content-Length and chunked framing,
+// through three hosts in front of the recording worker, as runners of the
+// conformance kit: Envoy with the wasm filter (envoy.yaml), Envoy with the
+// native module (envoy-native.yaml) and the sidecar. Each host must agree
+// with the vectors case by case (status, bytes, error replies, counter
+// deltas) and with the Python oracle; then all must have forwarded the
+// same bytes with the same statuses and show the same counter series and
+// values.
 func TestParity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end parity run")
@@ -146,17 +148,22 @@ func TestParity(t *testing.T) {
 		}
 	}
 	sort.Strings(configs)
-	ev := &httpRunner{name: "envoy", addr: map[string]string{}, w: w}
-	var listeners []envoy.Listener
-	for i, k := range configs {
-		p := envoytest.FreePort(t)
-		listeners = append(listeners, envoy.Listener{Name: fmt.Sprintf("kvgate_%d", i), Port: p, PluginConfig: k})
-		ev.addr[k] = fmt.Sprintf("127.0.0.1:%d", p)
-	}
-	e := startEnvoy(t, w.Addr, listeners)
 	// Envoy's counters are one set for all its listeners (the guest's
 	// metrics are shared by every plugin of the VM).
-	ev.scrape = func(*vectors.Case) (string, error) { return e.Prometheus() }
+	envoyRunner := func(name string, start func(t testing.TB, upstream string, ls []envoy.Listener) *envoytest.Process) *httpRunner {
+		r := &httpRunner{name: name, addr: map[string]string{}, w: w}
+		var ls []envoy.Listener
+		for i, k := range configs {
+			p := envoytest.FreePort(t)
+			ls = append(ls, envoy.Listener{Name: fmt.Sprintf("kvgate_%d", i), Port: p, PluginConfig: k})
+			r.addr[k] = fmt.Sprintf("127.0.0.1:%d", p)
+		}
+		e := start(t, w.Addr, ls)
+		r.scrape = func(*vectors.Case) (string, error) { return e.Prometheus() }
+		return r
+	}
+	ev := envoyRunner("envoy", startEnvoy)
+	nv := envoyRunner("native", startNativeEnvoy)
 	sc := &httpRunner{name: "sidecar", addr: map[string]string{}, w: w}
 	cache := t.TempDir()
 	sidecars := map[string]*sidecar{}
@@ -166,8 +173,13 @@ func TestParity(t *testing.T) {
 		sc.addr[k] = s.API
 	}
 	sc.scrape = func(c *vectors.Case) (string, error) { return sidecars[c.FilterConfig()].metrics() }
-	// The sidecars' series, summed, to compare with Envoy's one set.
-	sidecarSeries := func() (series, error) {
+	hosts := []*httpRunner{ev, nv, sc}
+	// A host's series: an Envoy's one set, the sidecars' summed.
+	seriesOf := func(r *httpRunner) (series, error) {
+		if r != sc {
+			page, err := r.scrape(nil)
+			return parseSeries(page), err
+		}
 		sum := series{}
 		for _, k := range configs {
 			page, err := sidecars[k].metrics()
@@ -182,40 +194,35 @@ func TestParity(t *testing.T) {
 		}
 		return sum, nil
 	}
-	envoySeries := func() (series, error) {
-		page, err := e.Prometheus()
-		return parseSeries(page), err
-	}
 
-	for _, k := range configs {
-		preflight(t, w, "envoy "+k, ev.addr[k])
-		preflight(t, w, "sidecar "+k, sc.addr[k])
+	for _, r := range hosts {
+		for _, k := range configs {
+			preflight(t, w, r.name+" "+k, r.addr[k])
+		}
 	}
 
 	// Every series exists from start-up, at 0, with the same names and
-	// labels in both hosts.
-	hosts := []struct {
-		r      *httpRunner
-		series func() (series, error)
-	}{{ev, envoySeries}, {sc, sidecarSeries}}
+	// labels in every host.
 	before := map[string]series{}
-	for _, h := range hosts {
-		s, err := h.series()
+	for _, r := range hosts {
+		s, err := seriesOf(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(s) != len(filterspec.MetricNames()) {
-			t.Errorf("%s: %d series at start-up, want %d:\n%s", h.r.name, len(s), len(filterspec.MetricNames()), s)
+			t.Errorf("%s: %d series at start-up, want %d:\n%s", r.name, len(s), len(filterspec.MetricNames()), s)
 		}
 		for k, v := range s {
 			if v != 0 {
-				t.Errorf("%s: %s = %g at start-up", h.r.name, k, v)
+				t.Errorf("%s: %s = %g at start-up", r.name, k, v)
 			}
 		}
-		before[h.r.name] = s
+		before[r.name] = s
 	}
-	if a, b := strings.Join(before["envoy"].keys(), "\n"), strings.Join(before["sidecar"].keys(), "\n"); a != b {
-		t.Fatalf("series differ at start-up:\nenvoy:\n%s\nsidecar:\n%s", a, b)
+	for _, r := range hosts[1:] {
+		if a, b := strings.Join(before["envoy"].keys(), "\n"), strings.Join(before[r.name].keys(), "\n"); a != b {
+			t.Fatalf("series differ at start-up:\nenvoy:\n%s\n%s:\n%s", a, r.name, b)
+		}
 	}
 
 	outDir := t.TempDir()
@@ -224,8 +231,7 @@ func TestParity(t *testing.T) {
 	}
 	framings := []string{"length", "chunked"}
 	results := map[string]map[string]vectors.Result{} // host -> case/framing -> result
-	for _, h := range hosts {
-		r := h.r
+	for _, r := range hosts {
 		got := map[string]vectors.Result{}
 		results[r.name] = got
 		var lines bytes.Buffer
@@ -241,43 +247,53 @@ func TestParity(t *testing.T) {
 		}
 	}
 
-	// The same traffic: the same statuses and forwarded bytes in both hosts,
-	// every vector in both modes.
+	// The same traffic: the same statuses and forwarded bytes in every
+	// host, every vector in both modes.
 	for _, c := range cases[:len(cases):len(cases)] {
 		cases = append(cases, vectors.DetectCase(c))
 	}
 	if len(results["envoy"]) != len(cases)*len(framings) {
 		t.Errorf("envoy ran %d requests, want %d", len(results["envoy"]), len(cases)*len(framings))
 	}
-	for _, k := range slices.Sorted(maps.Keys(results["envoy"])) {
-		er, sr := results["envoy"][k], results["sidecar"][k]
-		if er.Status != sr.Status || er.Forwarded != sr.Forwarded || !bytes.Equal(er.Body, sr.Body) {
-			t.Errorf("%s: envoy %d forwarded=%v %.100q, sidecar %d forwarded=%v %.100q", k,
-				er.Status, er.Forwarded, er.Body, sr.Status, sr.Forwarded, sr.Body)
+	for _, r := range hosts[1:] {
+		diffs := 0
+		for _, k := range slices.Sorted(maps.Keys(results["envoy"])) {
+			er, or := results["envoy"][k], results[r.name][k]
+			if er.Status != or.Status || er.Forwarded != or.Forwarded || !bytes.Equal(er.Body, or.Body) {
+				if diffs++; diffs <= 20 {
+					t.Errorf("%s: envoy %d forwarded=%v %.100q, %s %d forwarded=%v %.100q", k,
+						er.Status, er.Forwarded, er.Body, r.name, or.Status, or.Forwarded, or.Body)
+				}
+			}
+		}
+		if diffs > 0 {
+			t.Errorf("envoy and %s differ on %d requests", r.name, diffs)
 		}
 	}
 	// The same series moved by what the vectors say, rejections by status,
-	// and both hosts show the same page.
+	// and every host shows the same page.
 	want := expectedCounters(cases)
 	for k := range want {
 		want[k] *= float64(len(framings))
 	}
 	after := map[string]series{}
-	for _, h := range hosts {
-		s, err := h.series()
+	for _, r := range hosts {
+		s, err := seriesOf(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		after[h.r.name] = s
-		got := s.delta(before[h.r.name])
+		after[r.name] = s
+		got := s.delta(before[r.name])
 		for _, k := range got.keys() {
 			if got[k] != want[k] {
-				t.Errorf("%s: %s rose by %g, the vectors say %g", h.r.name, k, got[k], want[k])
+				t.Errorf("%s: %s rose by %g, the vectors say %g", r.name, k, got[k], want[k])
 			}
 		}
 	}
-	if a, b := after["envoy"].String(), after["sidecar"].String(); a != b {
-		t.Errorf("counters differ after the run:\nenvoy:\n%s\nsidecar:\n%s", a, b)
+	for _, r := range hosts[1:] {
+		if a, b := after["envoy"].String(), after[r.name].String(); a != b {
+			t.Errorf("counters differ after the run:\nenvoy:\n%s\n%s:\n%s", a, r.name, b)
+		}
 	}
 
 	// The Python oracle reads what each host forwarded as the worker would.
