@@ -237,7 +237,6 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 	if !r.eat('{') {
 		return cfg, given, r.err("expected a JSON object")
 	}
-	var seen [7]bool
 	r.ws()
 	if !r.eat('}') {
 		for {
@@ -313,10 +312,9 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 				return cfg, given, &ConfigError{at, "unknown member " + strconv.Quote(name) +
 					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders, mode"}
 			}
-			if seen[field] {
+			if given&(1<<field) != 0 {
 				return cfg, given, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
 			}
-			seen[field] = true
 			given |= 1 << field
 			r.ws()
 			if r.eat('}') {
@@ -331,7 +329,7 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 	if r.i != len(doc) {
 		return cfg, given, r.err("data after the configuration object")
 	}
-	if cfg.TrustKVHints && seen[4] {
+	if cfg.TrustKVHints && given.Has("trusted_senders") {
 		return cfg, given, &ConfigError{0, "trust_kv_hints: true trusts every sender, so trusted_senders would have no effect: set one or the other"}
 	}
 	return cfg, given, nil
