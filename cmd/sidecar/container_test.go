@@ -30,7 +30,8 @@ type proc struct {
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	bin, _ := artifacts(t)
-	p := &proc{api: freeAddr(t), admin: freeAddr(t), logs: &syncbuf.Buffer{}, done: make(chan struct{})}
+	api, admin := freeAddrPair(t)
+	p := &proc{api: api, admin: admin, logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"-listen", p.api, "-admin", p.admin, "-log-flush", "0"}, args...)...)
 	p.cmd.Env = append([]string{}, env...) // never nil: nil would inherit ours
 	p.cmd.Stderr = p.logs
@@ -115,7 +116,8 @@ func TestCacheDirFallsBackToMemory(t *testing.T) {
 // explicit -upstream echo starts it.
 func TestUpstreamRequired(t *testing.T) {
 	bin, _ := artifacts(t)
-	cmd := exec.Command(bin, "-listen", freeAddr(t), "-admin", freeAddr(t), "-log-flush", "0")
+	listen, admin := freeAddrPair(t)
+	cmd := exec.Command(bin, "-listen", listen, "-admin", admin, "-log-flush", "0")
 	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()

@@ -21,13 +21,28 @@ import (
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+func freeAddr(t testing.TB) string { return freeAddrs(t)[0] }
+
+// freeAddrPair is two free addresses that differ: listeners that are
+// opened and closed one after the other may be handed the same port, and
+// a sidecar given one port twice refuses to start.
+func freeAddrPair(t testing.TB) (string, string) {
+	a := freeAddrs(t)
+	return a[0], a[1]
+}
+
+// freeAddrs holds two listeners open at once so that their ports differ.
+func freeAddrs(t testing.TB) [2]string {
+	var a [2]string
+	for i := range a {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		a[i] = ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return a
 }
 
 // startBinary runs the real sidecar binary and waits for /readyz.
@@ -63,7 +78,7 @@ func startBinaryProc(t testing.TB, args ...string) *sidecarProc {
 func startBinaryEnv(t testing.TB, env []string, args ...string) *sidecarProc {
 	t.Helper()
 	bin, _ := artifacts(t)
-	api, admin := freeAddr(t), freeAddr(t)
+	api, admin := freeAddrPair(t)
 	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(t), "-upstream", "echo"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	logs := &syncbuf.Buffer{}

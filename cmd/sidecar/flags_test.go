@@ -104,7 +104,8 @@ func TestBadFlagsFailBeforeCompile(t *testing.T) {
 		{args: []string{"-filter", badWasm}, code: 1, want: []string{"-filter " + badWasm + ":"}, compile: true},
 		{args: []string{"-filter", hugeWasm}, code: 1, want: []string{"-filter " + hugeWasm + ":", "the filter module is malformed: section 1 (type): 4294967295 parameters declared; 0 bytes are left"}, compile: true},
 	} {
-		args := append([]string{"-listen", freeAddr(t), "-admin", freeAddr(t), "-cache-dir", testCache(t), "-log-flush", "0", "-upstream", "echo"}, c.args...)
+		listen, admin := freeAddrPair(t)
+		args := append([]string{"-listen", listen, "-admin", admin, "-cache-dir", testCache(t), "-log-flush", "0", "-upstream", "echo"}, c.args...)
 		// A guard against a binary that starts serving instead of failing.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		cmd := exec.CommandContext(ctx, bin, args...)
