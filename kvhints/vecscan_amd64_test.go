@@ -281,3 +281,25 @@ func setVecScan(tb testing.TB, on bool) bool {
 	tb.Cleanup(func() { vecScan = cpuVec })
 	return true
 }
+
+// BenchmarkStringRun is one call of stringRunAVX2: on a short key, where
+// the call's fixed cost (its constants) is all of it, and on a 4 KiB
+// string of prose. A chat body makes one call per string of 40 bytes or
+// more from the end of the body, so the short case is most calls.
+func BenchmarkStringRun(b *testing.B) {
+	if !vecScan {
+		b.Skip("no AVX2 path here")
+	}
+	for _, c := range []struct{ name, text string }{
+		{"short", `role":"user","content":"` + strings.Repeat(" ", 40)},
+		{"4KiB", strings.Repeat(`Large language model serving stacks route each request. `, 72) + `"}]}` + strings.Repeat(" ", 40)},
+	} {
+		text := []byte(c.text)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(bytes.IndexByte(text, '"')))
+			for b.Loop() {
+				stringRunAVX2(text, true)
+			}
+		})
+	}
+}
