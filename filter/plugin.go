@@ -262,6 +262,30 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a pro
 	return p.finish(id, s, r, bodySize)
 }
 
+// NextBody says what OnRequestBody will do with the stream's next body
+// chunk, for a host that can skip the call (the native module answers
+// such chunks in C): pass when every further chunk goes on (Continue)
+// whatever it holds; otherwise limit >= 0 when a chunk that does not end
+// the stream pauses (Pause) as long as the body is then at most limit
+// bytes, and limit < 0 when only the call can say. Neither case changes
+// the Plugin's state, so a skipped call is one made.
+func (p *Plugin) NextBody(id uint32) (pass bool, limit int) {
+	s := p.stream(id)
+	switch {
+	case s == nil:
+		return false, -1
+	case s.state == stPass:
+		return true, -1
+	case s.state != stBuffering || s.grpcUndecided:
+		return false, -1
+	}
+	r := p.root(s.root)
+	if r == nil {
+		return false, -1
+	}
+	return false, r.cfg.MaxBodyBytes
+}
+
 // OnRequestTrailers filters the buffered body of a request that ends in
 // trailers.
 func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a proxywasm.Action) {

@@ -13,6 +13,10 @@ type Stream interface {
 	SetRequestHeader(key string, value []byte) bool
 	SendResponse(status int, headers [][2]string, body []byte, details string)
 	BodySize(t abi.BodyType) int
+	// RequestBodySize is the whole body received so far: the buffered
+	// body and, in a body hook (inBody), the hook's data unless
+	// ReceivedBufferedRequestBody (one call where BodySize takes three).
+	RequestBodySize(inBody bool) int
 	BodyChunks(t abi.BodyType, dst [][]byte) [][]byte
 	AppendBody(t abi.BodyType, b []byte) bool
 	DrainBody(t abi.BodyType, n int) bool
@@ -54,6 +58,9 @@ func (e *envoyStream) SendResponse(status int, headers [][2]string, body []byte,
 	e.f.SendResponse(status, headers, body, details)
 }
 func (e *envoyStream) BodySize(t abi.BodyType) int { return e.f.BodySize(t) }
+func (e *envoyStream) RequestBodySize(inBody bool) int {
+	return e.f.RequestBodySize(inBody)
+}
 func (e *envoyStream) BodyChunks(t abi.BodyType, dst [][]byte) [][]byte {
 	return e.f.BodyChunks(e.s, t, dst)
 }
@@ -62,9 +69,9 @@ func (e *envoyStream) DrainBody(t abi.BodyType, n int) bool     { return e.f.Dra
 func (e *envoyStream) ReceivedBufferedRequestBody() bool        { return e.f.ReceivedBufferedRequestBody() }
 func (e *envoyStream) SetFilterState(key, value string) bool    { return e.f.SetFilterState(key, value) }
 func (e *envoyStream) AttributeString(a abi.Attribute) ([]byte, bool) {
-	return e.f.AttributeString(a)
+	return e.f.AttributeString(e.s, a)
 }
-func (e *envoyStream) AttributeBool(a abi.Attribute) (bool, bool) { return e.f.AttributeBool(a) }
+func (e *envoyStream) AttributeBool(a abi.Attribute) (bool, bool) { return e.f.AttributeBool(e.s, a) }
 func (e *envoyStream) Increment(s abi.Series, v uint64)           { e.f.Increment(s, v) }
 
 // EnvoyEnv is Env on Envoy, for the configuration cfg.

@@ -149,6 +149,16 @@ func (s *fakeStream) BodySize(t abi.BodyType) int {
 	return 0
 }
 
+// RequestBodySize is what Envoy's kvgate_request_body_size computes, from
+// the fake's own calls.
+func (s *fakeStream) RequestBodySize(inBody bool) int {
+	n := s.BodySize(abi.BufferedRequestBody)
+	if inBody && !s.ReceivedBufferedRequestBody() {
+		n += s.BodySize(abi.ReceivedRequestBody)
+	}
+	return n
+}
+
 // BodyChunks returns the buffer in slices of at most s.chunk bytes, 7 by
 // default (Envoy's are 16 KiB; small ones exercise the joining).
 func (s *fakeStream) BodyChunks(t abi.BodyType, dst [][]byte) [][]byte {
@@ -221,6 +231,8 @@ type fakeEnvoy struct {
 	next    uint32
 	slot    int
 	anchors []*byte
+	// predicted counts the body hooks NextBody answered ahead.
+	predicted int
 }
 
 func newFakeEnvoy(doc string) (*fakeEnvoy, error) {
@@ -311,8 +323,24 @@ func (e *fakeEnvoy) request(headers [][2]string, body []byte, m mode, prep func(
 	for i, p := range parts {
 		last := i == len(parts)-1 && m != modeTrailers
 		s.received, s.inBody = append([]byte(nil), p...), true
+		// What libkvgate/hooks.c answers in C from NextBody must be what
+		// the Go hook answers: every body hook of every test checks it.
+		pass, limit := e.m.NextBody(handle)
+		predicted := -1
+		switch {
+		case pass:
+			predicted = BodyContinue
+		case !last && limit >= 0 && s.RequestBodySize(true) <= limit:
+			predicted = BodyStopAndBuffer
+		}
 		st := e.m.RequestBody(f, handle, last)
 		s.inBody = false
+		if predicted >= 0 && (st != predicted || s.reply != nil) {
+			panic(fmt.Sprintf("fake Envoy: NextBody predicted body status %d, the hook returned %d (reply %v)", predicted, st, s.reply != nil))
+		}
+		if predicted >= 0 {
+			e.predicted++
+		}
 		if s.reply != nil {
 			return finish()
 		}

@@ -184,12 +184,7 @@ func (h *host) bodyParts() (chunks [][]byte, buffered, received int) {
 // sizes alone: it runs on every body hook, and walking the buffered slices
 // there would cost a 1 MiB body (64 hooks of 16 KiB) thousands of slices.
 func (h *host) BodySize() int {
-	s := h.s
-	n := s.BodySize(abi.BufferedRequestBody)
-	if h.inBody && !s.ReceivedBufferedRequestBody() {
-		n += s.BodySize(abi.ReceivedRequestBody)
-	}
-	return n
+	return h.s.RequestBodySize(h.inBody)
 }
 
 // RequestBody returns the first limit bytes of the body: Envoy's memory

@@ -444,10 +444,7 @@ func (m *Module) RequestBody(f abi.Filter, handle uintptr, eos bool) int {
 			w.live[id] &^= streamHeld
 			if eos {
 				s := m.newStream(w, f)
-				n := s.BodySize(abi.BufferedRequestBody)
-				if !s.ReceivedBufferedRequestBody() {
-					n += s.BodySize(abi.ReceivedRequestBody)
-				}
+				n := s.RequestBodySize(true)
 				if !s.SetRequestHeader("content-length", strconv.AppendInt(w.lenBuf[:0], int64(n), 10)) {
 					m.failClosed(f, "cannot set content-length")
 					return BodyStopNoBuffer
@@ -485,6 +482,40 @@ func (m *Module) Destroy(handle uintptr) {
 		delete(w.live, id)
 		w.p.OnDelete(id)
 	}
+}
+
+// NextBody is what the stream's next request body hook would do without
+// a call into Go (filter.Plugin.NextBody), for libkvgate/hooks.c to answer
+// it in C: pass when every further body chunk goes on; otherwise limit >=
+// 0 when a chunk that does not end the stream is held (StopAndBuffer)
+// while the body is at most limit bytes, and limit < 0 when the hook must
+// run. A stream whose headers are held passes no chunk without the hook,
+// which gives the headers the body's length.
+func (m *Module) NextBody(handle uintptr) (pass bool, limit int) {
+	defer func() {
+		if recover() != nil {
+			pass, limit = false, -1
+		}
+	}()
+	if noopHooks {
+		return false, -1
+	}
+	slot, _, id := decode(handle)
+	p := m.workers.Load()
+	if p == nil || slot <= 0 || slot >= len(*p) || (*p)[slot] == nil {
+		return false, -1
+	}
+	w := (*p)[slot]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live[id]&streamLive == 0 {
+		return false, -1
+	}
+	pass, limit = w.p.NextBody(id)
+	if pass && w.live[id]&streamHeld != 0 {
+		return false, -1
+	}
+	return pass, limit
 }
 
 // failClosed answers 503 without the Plugin, which could not be used.

@@ -284,3 +284,43 @@ func TestVectors(t *testing.T) {
 	vectors.Run(t, r, vectors.Dir(filepath.Join("..", "..", "tests", "vectors")),
 		vectors.Variants(func(v string) { r.m = modes[v] }, modeLength.String(), modeChunked.String(), modeTrailers.String()))
 }
+
+// The body chunks that libkvgate/hooks.c answers in C, from what NextBody
+// says after each Go hook: the chunks before the end of a held body within
+// the limit, and every chunk of a body that passes uninspected. The fake
+// Envoy checks on every body hook of every test that the C answer would
+// be the Go hook's; this test checks that the C path is taken where it
+// should be, and not for a chunk that takes the body over the limit.
+func TestNextBody(t *testing.T) {
+	body := []byte(`{"model":"m","kv_hints":{"protocol_version":"0.1"},"messages":[{"role":"user","content":"` + strings.Repeat("a", 300) + `"}]}`)
+	chunked := append(append([][2]string(nil), jsonPost...), [2]string{"transfer-encoding", "chunked"})
+	for _, c := range []struct {
+		name, config string
+		headers      [][2]string
+		predicted    int  // body hooks answered ahead, of 3
+		status       int  // the local reply, 0 for none
+		stripped     bool // the hint was removed from what went on
+	}{
+		{"held", `{}`, chunked, 2, 0, true},
+		{"over the limit", `{"max_body_bytes":200}`, chunked, 1, 413, false},
+		{"excluded path", `{"exclude_paths":["/v1/chat/completions"]}`, chunked, 3, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := mustFake(t, c.config)
+			x := e.request(c.headers, body, modeChunked, nil)
+			if e.predicted != c.predicted {
+				t.Errorf("%d body hooks answered ahead, want %d", e.predicted, c.predicted)
+			}
+			switch {
+			case c.status != 0:
+				if x.reply == nil || x.reply.status != c.status {
+					t.Fatalf("reply %+v, want %d", x.reply, c.status)
+				}
+			case x.reply != nil || !x.forwarded:
+				t.Fatalf("reply %+v, forwarded %v", x.reply, x.forwarded)
+			case bytes.Contains(x.body, []byte("kv_hints")) == c.stripped:
+				t.Errorf("forwarded %s", x.body)
+			}
+		})
+	}
+}

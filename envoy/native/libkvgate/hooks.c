@@ -3,8 +3,15 @@
 // ones that run the filter).
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "abi.h"
+#include "stream.h"
+
+// The Go hooks (main.go).
+extern envoy_dynamic_module_type_on_http_filter_request_body_status kvgate_go_request_body(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr, kvgate_stream* s, bool end_of_stream);
+extern void kvgate_go_destroy(uint64_t handle);
 
 // Every thread that creates filters gets a slot (1, 2, …): the Go side keeps
 // one filter.Plugin per slot. Stream ids count per thread.
@@ -12,8 +19,9 @@ static uint64_t kvgate_slots;
 static __thread uint64_t kvgate_slot;
 static __thread uint32_t kvgate_next_stream;
 
-// The handle of a stream: slot<<48 | config<<32 | stream id (config is the
-// configuration's handle, 1…0xffff; module.go decodes it).
+// A stream's object (stream.h) carries its handle: slot<<48 | config<<32 |
+// stream id (config is the configuration's handle, 1…0xffff; module.go
+// decodes it).
 envoy_dynamic_module_type_http_filter_module_ptr envoy_dynamic_module_on_http_filter_new(
     envoy_dynamic_module_type_http_filter_config_module_ptr filter_config_ptr,
     envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr) {
@@ -27,9 +35,44 @@ envoy_dynamic_module_type_http_filter_module_ptr envoy_dynamic_module_on_http_fi
       return NULL;
     }
   }
+  kvgate_stream* s = malloc(sizeof(*s));
+  if (s == NULL) return NULL;
   uint32_t id = ++kvgate_next_stream & 0x7fffffff;
   if (id == 0) id = kvgate_next_stream = 1;
-  return (envoy_dynamic_module_type_http_filter_module_ptr)(uintptr_t)((kvgate_slot << 48) | ((uint64_t)cfg << 32) | id);
+  s->handle = (kvgate_slot << 48) | ((uint64_t)cfg << 32) | id;
+  s->pass = false;
+  s->limit = -1;
+  return s;
+}
+
+// The request body hook, in C where the last Go hook said what it would do
+// (stream.h): a chunk of a body that passes goes on, and one before the end
+// of a body being held, within the limit, is buffered, without entering
+// Go: a 1 MiB body arrives in about 64 chunks, and each call into the Go
+// runtime costs Envoy more than this check. Everything else runs the Go
+// hook (main.go), which answers a body over the limit.
+envoy_dynamic_module_type_on_http_filter_request_body_status envoy_dynamic_module_on_http_filter_request_body(
+    envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
+    envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
+  kvgate_stream* s = (kvgate_stream*)filter_module_ptr;
+  if (s != NULL && s->pass) return envoy_dynamic_module_type_on_http_filter_request_body_status_Continue;
+  if (s != NULL && !end_of_stream && s->limit >= 0) {
+    size_t n = envoy_dynamic_module_callback_http_get_body_size(filter_envoy_ptr,
+                                                                envoy_dynamic_module_type_http_body_type_BufferedRequestBody);
+    if (!envoy_dynamic_module_callback_http_received_buffered_request_body(filter_envoy_ptr))
+      n += envoy_dynamic_module_callback_http_get_body_size(filter_envoy_ptr,
+                                                           envoy_dynamic_module_type_http_body_type_ReceivedRequestBody);
+    if (n <= (uint64_t)s->limit) return envoy_dynamic_module_type_on_http_filter_request_body_status_StopIterationAndBuffer;
+  }
+  return kvgate_go_request_body(filter_envoy_ptr, s, end_of_stream);
+}
+
+// The stream is over: its object goes, after the Go side forgot it.
+void envoy_dynamic_module_on_http_filter_destroy(envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr) {
+  kvgate_stream* s = (kvgate_stream*)filter_module_ptr;
+  if (s == NULL) return;
+  kvgate_go_destroy(s->handle);
+  free(s);
 }
 
 // Per-route configuration is not used: kvgate has none.

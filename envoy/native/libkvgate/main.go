@@ -11,6 +11,7 @@ package main
 /*
 #cgo CFLAGS: -I${SRCDIR}/../internal/abi
 #include "abi.h"
+#include "stream.h"
 
 envoy_dynamic_module_type_http_filter_config_module_ptr kvgate_config_ptr(uintptr_t handle);
 */
@@ -71,25 +72,62 @@ func envoy_dynamic_module_on_http_filter_config_destroy(h C.envoy_dynamic_module
 	module.DestroyConfig(uintptr(h))
 }
 
+// streamOf returns the stream object of Envoy's module pointer (hooks.c
+// made it; nil when it did not).
+func streamOf(h C.envoy_dynamic_module_type_http_filter_module_ptr) *C.kvgate_stream {
+	return (*C.kvgate_stream)(unsafe.Pointer(h))
+}
+
+// handleOf is the stream's handle in package native; 0, which the module
+// refuses, without a stream object.
+func handleOf(s *C.kvgate_stream) uintptr {
+	if s == nil {
+		return 0
+	}
+	return uintptr(s.handle)
+}
+
+// after records what the stream's next body hook does without Go
+// (hooks.c).
+func after(s *C.kvgate_stream) {
+	if s == nil {
+		return
+	}
+	pass, limit := module.NextBody(uintptr(s.handle))
+	s.pass, s.limit = C.bool(pass), C.int64_t(limit)
+}
+
 //export envoy_dynamic_module_on_http_filter_request_headers
 func envoy_dynamic_module_on_http_filter_request_headers(f C.envoy_dynamic_module_type_http_filter_envoy_ptr,
 	h C.envoy_dynamic_module_type_http_filter_module_ptr, eos C.bool) C.envoy_dynamic_module_type_on_http_filter_request_headers_status {
-	return C.envoy_dynamic_module_type_on_http_filter_request_headers_status(module.RequestHeaders(abi.FilterOf(unsafe.Pointer(f)), uintptr(h), bool(eos)))
+	s := streamOf(h)
+	st := module.RequestHeaders(abi.FilterOf(unsafe.Pointer(f)), handleOf(s), bool(eos))
+	after(s)
+	return C.envoy_dynamic_module_type_on_http_filter_request_headers_status(st)
 }
 
-//export envoy_dynamic_module_on_http_filter_request_body
-func envoy_dynamic_module_on_http_filter_request_body(f C.envoy_dynamic_module_type_http_filter_envoy_ptr,
-	h C.envoy_dynamic_module_type_http_filter_module_ptr, eos C.bool) C.envoy_dynamic_module_type_on_http_filter_request_body_status {
-	return C.envoy_dynamic_module_type_on_http_filter_request_body_status(module.RequestBody(abi.FilterOf(unsafe.Pointer(f)), uintptr(h), bool(eos)))
+// kvgate_go_request_body is the request body hook where hooks.c's C one
+// cannot answer alone.
+//
+//export kvgate_go_request_body
+func kvgate_go_request_body(f C.envoy_dynamic_module_type_http_filter_envoy_ptr, s *C.kvgate_stream, eos C.bool) C.envoy_dynamic_module_type_on_http_filter_request_body_status {
+	st := module.RequestBody(abi.FilterOf(unsafe.Pointer(f)), handleOf(s), bool(eos))
+	after(s)
+	return C.envoy_dynamic_module_type_on_http_filter_request_body_status(st)
 }
 
 //export envoy_dynamic_module_on_http_filter_request_trailers
 func envoy_dynamic_module_on_http_filter_request_trailers(f C.envoy_dynamic_module_type_http_filter_envoy_ptr,
 	h C.envoy_dynamic_module_type_http_filter_module_ptr) C.envoy_dynamic_module_type_on_http_filter_request_trailers_status {
-	return C.envoy_dynamic_module_type_on_http_filter_request_trailers_status(module.RequestTrailers(abi.FilterOf(unsafe.Pointer(f)), uintptr(h)))
+	s := streamOf(h)
+	st := module.RequestTrailers(abi.FilterOf(unsafe.Pointer(f)), handleOf(s))
+	after(s)
+	return C.envoy_dynamic_module_type_on_http_filter_request_trailers_status(st)
 }
 
-//export envoy_dynamic_module_on_http_filter_destroy
-func envoy_dynamic_module_on_http_filter_destroy(h C.envoy_dynamic_module_type_http_filter_module_ptr) {
-	module.Destroy(uintptr(h))
+// kvgate_go_destroy is the Go half of hooks.c's destroy hook.
+//
+//export kvgate_go_destroy
+func kvgate_go_destroy(handle C.uint64_t) {
+	module.Destroy(uintptr(handle))
 }

@@ -29,6 +29,75 @@ static const char* kvgate_abi_missing(void) {
 #undef KVGATE_NEED
   return NULL;
 }
+
+#include <stdlib.h>
+
+// kvgate_scratch holds the arrays Envoy writes results into, in C memory:
+// a Go array of structs with pointers in them would have cgo's pointer
+// check walk every element on every call.
+typedef struct kvgate_scratch {
+  envoy_dynamic_module_type_envoy_http_header* headers;
+  size_t headers_cap;
+  envoy_dynamic_module_type_envoy_buffer* bufs;
+  size_t bufs_cap;
+  envoy_dynamic_module_type_envoy_buffer attr;
+  bool flag;
+} kvgate_scratch;
+
+// The helpers below make the calls that go together in one crossing from
+// Go: each cgo call costs the Go runtime a transition both ways.
+
+// kvgate_request_headers fills s->headers with the request headers and
+// returns how many, or -1 when Envoy refuses or memory runs out.
+static long kvgate_request_headers(envoy_dynamic_module_type_http_filter_envoy_ptr f, kvgate_scratch* s) {
+  const envoy_dynamic_module_type_http_header_type t = envoy_dynamic_module_type_http_header_type_RequestHeader;
+  size_t n = envoy_dynamic_module_callback_http_get_headers_size(f, t);
+  if (n == 0) return 0;
+  if (n > s->headers_cap) {
+    void* p = realloc(s->headers, n * sizeof(*s->headers));
+    if (p == NULL) return -1;
+    s->headers = p;
+    s->headers_cap = n;
+  }
+  if (!envoy_dynamic_module_callback_http_get_headers(f, t, s->headers)) return -1;
+  return (long)n;
+}
+
+// kvgate_body_chunks fills s->bufs with the slices of a body buffer and
+// returns how many (0 when Envoy refuses or memory runs out).
+static size_t kvgate_body_chunks(envoy_dynamic_module_type_http_filter_envoy_ptr f,
+                                 envoy_dynamic_module_type_http_body_type t, kvgate_scratch* s) {
+  size_t n = envoy_dynamic_module_callback_http_get_body_chunks_size(f, t);
+  if (n == 0) return 0;
+  if (n > s->bufs_cap) {
+    void* p = realloc(s->bufs, n * sizeof(*s->bufs));
+    if (p == NULL) return 0;
+    s->bufs = p;
+    s->bufs_cap = n;
+  }
+  if (!envoy_dynamic_module_callback_http_get_body_chunks(f, t, s->bufs)) return 0;
+  return n;
+}
+
+// kvgate_request_body_size is the size of the whole request body received
+// so far: the buffered body, and in a body hook the hook's own data unless
+// it is the buffered body itself.
+static size_t kvgate_request_body_size(envoy_dynamic_module_type_http_filter_envoy_ptr f, bool in_body) {
+  size_t n = envoy_dynamic_module_callback_http_get_body_size(f, envoy_dynamic_module_type_http_body_type_BufferedRequestBody);
+  if (in_body && !envoy_dynamic_module_callback_http_received_buffered_request_body(f))
+    n += envoy_dynamic_module_callback_http_get_body_size(f, envoy_dynamic_module_type_http_body_type_ReceivedRequestBody);
+  return n;
+}
+
+static bool kvgate_attribute_string(envoy_dynamic_module_type_http_filter_envoy_ptr f,
+                                    envoy_dynamic_module_type_attribute_id a, kvgate_scratch* s) {
+  return envoy_dynamic_module_callback_http_filter_get_attribute_string(f, a, &s->attr);
+}
+
+static bool kvgate_attribute_bool(envoy_dynamic_module_type_http_filter_envoy_ptr f,
+                                  envoy_dynamic_module_type_attribute_id a, kvgate_scratch* s) {
+  return envoy_dynamic_module_callback_http_filter_get_attribute_bool(f, a, &s->flag);
+}
 */
 import "C"
 
@@ -84,11 +153,23 @@ const (
 type Header struct{ Key, Value []byte }
 
 // Scratch holds the arrays Envoy writes results into, reused from call to
-// call so that the hot path does not allocate. One per thread of use.
+// call so that the hot path does not allocate. One per thread of use; its
+// C memory (kvgate_scratch) lives as long as the process.
 type Scratch struct {
-	headers []C.envoy_dynamic_module_type_envoy_http_header
-	bufs    []C.envoy_dynamic_module_type_envoy_buffer
-	labels  []C.envoy_dynamic_module_type_module_buffer
+	c      *C.kvgate_scratch
+	labels []C.envoy_dynamic_module_type_module_buffer
+}
+
+// mem returns the scratch's C memory, allocating it on first use; nil when
+// the allocation fails.
+func (s *Scratch) mem() *C.kvgate_scratch {
+	if s == nil {
+		return nil
+	}
+	if s.c == nil {
+		s.c = (*C.kvgate_scratch)(C.calloc(1, C.size_t(unsafe.Sizeof(C.kvgate_scratch{}))))
+	}
+	return s.c
 }
 
 // probeMissing is set by the kvgate_abiprobe build (probe.go), which
@@ -232,20 +313,17 @@ func (f Filter) ptr() C.envoy_dynamic_module_type_http_filter_envoy_ptr {
 // RequestHeaders appends the request headers to dst[:0] and returns it;
 // ok is false when Envoy has none to give.
 func (f Filter) RequestHeaders(s *Scratch, dst []Header) ([]Header, bool) {
-	n := int(C.envoy_dynamic_module_callback_http_get_headers_size(f.ptr(), C.envoy_dynamic_module_type_http_header_type_RequestHeader))
 	dst = dst[:0]
-	if n == 0 {
-		return dst, true
-	}
-	if cap(s.headers) < n {
-		s.headers = make([]C.envoy_dynamic_module_type_envoy_http_header, n)
-	}
-	hs := s.headers[:n]
-	if !C.envoy_dynamic_module_callback_http_get_headers(f.ptr(), C.envoy_dynamic_module_type_http_header_type_RequestHeader, &hs[0]) {
+	m := s.mem()
+	if m == nil {
 		return dst, false
 	}
-	for i := range hs {
-		dst = append(dst, Header{envoyBytes(hs[i].key_ptr, hs[i].key_length), envoyBytes(hs[i].value_ptr, hs[i].value_length)})
+	n := int(C.kvgate_request_headers(f.ptr(), m))
+	if n <= 0 {
+		return dst, n == 0
+	}
+	for _, h := range unsafe.Slice(m.headers, n) {
+		dst = append(dst, Header{envoyBytes(h.key_ptr, h.key_length), envoyBytes(h.value_ptr, h.value_length)})
 	}
 	return dst, true
 }
@@ -294,24 +372,27 @@ func (f Filter) BodySize(t BodyType) int {
 	return int(C.envoy_dynamic_module_callback_http_get_body_size(f.ptr(), C.envoy_dynamic_module_type_http_body_type(t)))
 }
 
+// RequestBodySize returns the size of the whole request body received so
+// far: the buffered body and, in a body hook (inBody), the hook's data
+// unless that is the buffered body itself.
+func (f Filter) RequestBodySize(inBody bool) int {
+	return int(C.kvgate_request_body_size(f.ptr(), C.bool(inBody)))
+}
+
 // BodyChunks appends the slices of a request body buffer to dst and
 // returns it, aliasing Envoy's memory (valid until the end of the event
 // hook or the next call that changes the body).
 func (f Filter) BodyChunks(s *Scratch, t BodyType, dst [][]byte) [][]byte {
-	bt := C.envoy_dynamic_module_type_http_body_type(t)
-	n := int(C.envoy_dynamic_module_callback_http_get_body_chunks_size(f.ptr(), bt))
+	m := s.mem()
+	if m == nil {
+		return dst
+	}
+	n := int(C.kvgate_body_chunks(f.ptr(), C.envoy_dynamic_module_type_http_body_type(t), m))
 	if n == 0 {
 		return dst
 	}
-	if cap(s.bufs) < n {
-		s.bufs = make([]C.envoy_dynamic_module_type_envoy_buffer, n)
-	}
-	bs := s.bufs[:n]
-	if !C.envoy_dynamic_module_callback_http_get_body_chunks(f.ptr(), bt, &bs[0]) {
-		return dst
-	}
-	for i := range bs {
-		if b := envoyBytes(bs[i].ptr, bs[i].length); len(b) > 0 {
+	for _, c := range unsafe.Slice(m.bufs, n) {
+		if b := envoyBytes(c.ptr, c.length); len(b) > 0 {
 			dst = append(dst, b)
 		}
 	}
@@ -347,20 +428,20 @@ func (f Filter) SetFilterState(key, value string) bool {
 
 // AttributeString returns a string attribute, aliasing Envoy's memory;
 // ok is false when the stream has none.
-func (f Filter) AttributeString(a Attribute) ([]byte, bool) {
-	var r C.envoy_dynamic_module_type_envoy_buffer
-	if !C.envoy_dynamic_module_callback_http_filter_get_attribute_string(f.ptr(), C.envoy_dynamic_module_type_attribute_id(a), &r) {
+func (f Filter) AttributeString(s *Scratch, a Attribute) ([]byte, bool) {
+	m := s.mem()
+	if m == nil || !C.kvgate_attribute_string(f.ptr(), C.envoy_dynamic_module_type_attribute_id(a), m) {
 		return nil, false
 	}
-	return envoyBytes(r.ptr, r.length), true
+	return envoyBytes(m.attr.ptr, m.attr.length), true
 }
 
 // AttributeBool returns a boolean attribute; ok is false when the stream
 // has none.
-func (f Filter) AttributeBool(a Attribute) (v, ok bool) {
-	var r C.bool
-	if !C.envoy_dynamic_module_callback_http_filter_get_attribute_bool(f.ptr(), C.envoy_dynamic_module_type_attribute_id(a), &r) {
+func (f Filter) AttributeBool(s *Scratch, a Attribute) (v, ok bool) {
+	m := s.mem()
+	if m == nil || !C.kvgate_attribute_bool(f.ptr(), C.envoy_dynamic_module_type_attribute_id(a), m) {
 		return false, false
 	}
-	return bool(r), true
+	return bool(m.flag), true
 }

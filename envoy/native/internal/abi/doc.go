@@ -43,18 +43,25 @@
 //     (envoy_dynamic_module_type_http_filter_config_envoy_ptr, Config) and
 //     the per-stream filter (envoy_dynamic_module_type_http_filter_envoy_ptr,
 //     Filter), valid during the hook they are passed to. The module's own
-//     objects are opaque to Envoy: the configuration handle and the stream
-//     handle (envoy/native: slot, configuration and stream id packed into
-//     the pointer's bits, never dereferenced), so no Go pointer is ever
-//     kept by C.
+//     objects are opaque to Envoy: the configuration handle (an index in
+//     the pointer's bits, never dereferenced) and the stream object, a
+//     small C struct (libkvgate/stream.h) holding the stream handle
+//     (envoy/native: slot, configuration and stream id packed into 64
+//     bits) and what its next body hook does without Go; so no Go pointer
+//     is ever kept by C.
 //   - Buffers are (pointer, length) without a terminator. An
 //     envoy_dynamic_module_type_envoy_buffer points into Envoy's memory,
 //     valid until the end of the hook or the next callback that changes
 //     what it shows; the module copies what it keeps. An
 //     envoy_dynamic_module_type_module_buffer points into the module's
 //     memory for the length of the call; Envoy copies it.
-//   - Arrays Envoy fills (headers, body slices) are allocated by the module
-//     (Scratch, reused) with the size Envoy reported just before.
+//   - Arrays Envoy fills (headers, body slices, an attribute) are C memory
+//     the module allocates (Scratch, reused, grown to the size Envoy
+//     reported just before): cgo checks every pointer in a Go array
+//     passed to C, on every call. Calls that go together are made by one C
+//     helper (kvgate_request_headers, kvgate_body_chunks,
+//     kvgate_request_body_size), one crossing of the Go runtime for two or
+//     three callbacks.
 //   - Counter label values live in C memory for the life of the process
 //     (Series), so that an increment passes no Go pointer at all.
 //
@@ -63,11 +70,11 @@
 //	envoy_dynamic_module_on_program_init                   checks the callbacks, returns "v0.2.0"
 //	envoy_dynamic_module_on_http_filter_config_new         reads the configuration, defines the counters
 //	envoy_dynamic_module_on_http_filter_config_destroy
-//	envoy_dynamic_module_on_http_filter_new                (C) the stream handle
+//	envoy_dynamic_module_on_http_filter_new                (C) the stream object
 //	envoy_dynamic_module_on_http_filter_request_headers    the filter
-//	envoy_dynamic_module_on_http_filter_request_body       the filter
+//	envoy_dynamic_module_on_http_filter_request_body       (C) a chunk the last Go hook said passes or is held; else the filter
 //	envoy_dynamic_module_on_http_filter_request_trailers   the filter
-//	envoy_dynamic_module_on_http_filter_destroy            forgets the stream
+//	envoy_dynamic_module_on_http_filter_destroy            (C) forgets the stream, in Go then in C
 //
 // and, in C so that Envoy never enters the Go runtime for them, the
 // response hooks (Continue), stream_complete, per-route configuration
