@@ -13,9 +13,16 @@
 // a time and shares one kvhints.Rewriter among its streams, as a wasm VM
 // does, so the module keeps one worker (a Plugin and its host) per Envoy
 // thread that runs streams, found by the stream handle that
-// envoy_dynamic_module_on_http_filter_new returned (libkvgate/hooks.c: the
-// thread's slot, the configuration and a per-thread stream id). A worker's
-// mutex is only ever taken by its own thread in practice.
+// envoy_dynamic_module_on_http_filter_new made (libkvgate/hooks.c: the
+// thread's slot, the configuration and a per-thread stream id, kept in the
+// stream's C object). A worker's mutex is only ever taken by its own
+// thread in practice.
+//
+// # Hooks answered in C
+//
+// After each Go hook the stream's C object records what its next request
+// body hook does (NextBody), and libkvgate/hooks.c answers the body chunks
+// that have nothing to decide without entering Go.
 //
 // # Failure
 //
