@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "abi.h"
+#include "body.h"
 #include "stream.h"
 
 // The Go hooks (main.go).
@@ -57,12 +58,7 @@ envoy_dynamic_module_type_on_http_filter_request_body_status envoy_dynamic_modul
   kvgate_stream* s = (kvgate_stream*)filter_module_ptr;
   if (s != NULL && s->pass) return envoy_dynamic_module_type_on_http_filter_request_body_status_Continue;
   if (s != NULL && !end_of_stream && s->limit >= 0) {
-    size_t n = envoy_dynamic_module_callback_http_get_body_size(filter_envoy_ptr,
-                                                                envoy_dynamic_module_type_http_body_type_BufferedRequestBody);
-    if (!envoy_dynamic_module_callback_http_received_buffered_request_body(filter_envoy_ptr))
-      n += envoy_dynamic_module_callback_http_get_body_size(filter_envoy_ptr,
-                                                           envoy_dynamic_module_type_http_body_type_ReceivedRequestBody);
-    if (n <= (uint64_t)s->limit) return envoy_dynamic_module_type_on_http_filter_request_body_status_StopIterationAndBuffer;
+    if (kvgate_request_body_size(filter_envoy_ptr, true) <= (uint64_t)s->limit) return envoy_dynamic_module_type_on_http_filter_request_body_status_StopIterationAndBuffer;
   }
   return kvgate_go_request_body(filter_envoy_ptr, s, end_of_stream);
 }

@@ -32,6 +32,8 @@ static const char* kvgate_abi_missing(void) {
 
 #include <stdlib.h>
 
+#include "body.h" // kvgate_request_body_size
+
 // kvgate_scratch holds the arrays Envoy writes results into, in C memory:
 // a Go array of structs with pointers in them would have cgo's pointer
 // check walk every element on every call.
@@ -76,16 +78,6 @@ static size_t kvgate_body_chunks(envoy_dynamic_module_type_http_filter_envoy_ptr
     s->bufs_cap = n;
   }
   if (!envoy_dynamic_module_callback_http_get_body_chunks(f, t, s->bufs)) return 0;
-  return n;
-}
-
-// kvgate_request_body_size is the size of the whole request body received
-// so far: the buffered body, and in a body hook the hook's own data unless
-// it is the buffered body itself.
-static size_t kvgate_request_body_size(envoy_dynamic_module_type_http_filter_envoy_ptr f, bool in_body) {
-  size_t n = envoy_dynamic_module_callback_http_get_body_size(f, envoy_dynamic_module_type_http_body_type_BufferedRequestBody);
-  if (in_body && !envoy_dynamic_module_callback_http_received_buffered_request_body(f))
-    n += envoy_dynamic_module_callback_http_get_body_size(f, envoy_dynamic_module_type_http_body_type_ReceivedRequestBody);
   return n;
 }
 

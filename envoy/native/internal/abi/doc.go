@@ -61,7 +61,7 @@
 //     passed to C, on every call. Calls that go together are made by one C
 //     helper (kvgate_request_headers, kvgate_body_chunks,
 //     kvgate_request_body_size), one crossing of the Go runtime for two or
-//     three callbacks.
+//     three callbacks; body.h holds the one libkvgate/hooks.c calls too.
 //   - Counter label values live in C memory for the life of the process
 //     (Series), so that an increment passes no Go pointer at all.
 //
