@@ -262,10 +262,19 @@ func (m *Module) config(idx int) *config {
 	return (*p)[idx]
 }
 
+// existingWorker returns the worker of a thread slot, nil when the slot
+// has none (its thread never ran a Go hook).
+func (m *Module) existingWorker(slot int) *worker {
+	if p := m.workers.Load(); p != nil && slot > 0 && slot < len(*p) {
+		return (*p)[slot]
+	}
+	return nil
+}
+
 // worker returns the worker of a thread slot, creating it.
 func (m *Module) worker(slot int) *worker {
-	if p := m.workers.Load(); p != nil && slot < len(*p) && (*p)[slot] != nil {
-		return (*p)[slot]
+	if w := m.existingWorker(slot); w != nil {
+		return w
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -478,11 +487,10 @@ func (m *Module) RequestTrailers(f abi.Filter, handle uintptr) int {
 func (m *Module) Destroy(handle uintptr) {
 	defer func() { _ = recover() }()
 	slot, _, id := decode(handle)
-	p := m.workers.Load()
-	if p == nil || slot <= 0 || slot >= len(*p) || (*p)[slot] == nil {
+	w := m.existingWorker(slot)
+	if w == nil {
 		return // the stream never reached a Go hook
 	}
-	w := (*p)[slot]
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.live[id]&streamLive != 0 {
@@ -508,11 +516,10 @@ func (m *Module) NextBody(handle uintptr) (pass bool, limit int) {
 		return false, -1
 	}
 	slot, _, id := decode(handle)
-	p := m.workers.Load()
-	if p == nil || slot <= 0 || slot >= len(*p) || (*p)[slot] == nil {
+	w := m.existingWorker(slot)
+	if w == nil {
 		return false, -1
 	}
-	w := (*p)[slot]
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.live[id]&streamLive == 0 {
