@@ -88,9 +88,10 @@ func handleOf(s *C.kvgate_stream) uintptr {
 }
 
 // after records what the stream's next body hook does without Go
-// (hooks.c).
-func after(s *C.kvgate_stream) {
-	if s == nil {
+// (hooks.c), after a hook that did not end the stream: after the end of
+// the stream or its trailers no body hook follows.
+func after(s *C.kvgate_stream, eos C.bool) {
+	if s == nil || bool(eos) {
 		return
 	}
 	pass, limit := module.NextBody(uintptr(s.handle))
@@ -102,7 +103,7 @@ func envoy_dynamic_module_on_http_filter_request_headers(f C.envoy_dynamic_modul
 	h C.envoy_dynamic_module_type_http_filter_module_ptr, eos C.bool) C.envoy_dynamic_module_type_on_http_filter_request_headers_status {
 	s := streamOf(h)
 	st := module.RequestHeaders(abi.FilterOf(unsafe.Pointer(f)), handleOf(s), bool(eos))
-	after(s)
+	after(s, eos)
 	return C.envoy_dynamic_module_type_on_http_filter_request_headers_status(st)
 }
 
@@ -112,16 +113,14 @@ func envoy_dynamic_module_on_http_filter_request_headers(f C.envoy_dynamic_modul
 //export kvgate_go_request_body
 func kvgate_go_request_body(f C.envoy_dynamic_module_type_http_filter_envoy_ptr, s *C.kvgate_stream, eos C.bool) C.envoy_dynamic_module_type_on_http_filter_request_body_status {
 	st := module.RequestBody(abi.FilterOf(unsafe.Pointer(f)), handleOf(s), bool(eos))
-	after(s)
+	after(s, eos)
 	return C.envoy_dynamic_module_type_on_http_filter_request_body_status(st)
 }
 
 //export envoy_dynamic_module_on_http_filter_request_trailers
 func envoy_dynamic_module_on_http_filter_request_trailers(f C.envoy_dynamic_module_type_http_filter_envoy_ptr,
 	h C.envoy_dynamic_module_type_http_filter_module_ptr) C.envoy_dynamic_module_type_on_http_filter_request_trailers_status {
-	s := streamOf(h)
-	st := module.RequestTrailers(abi.FilterOf(unsafe.Pointer(f)), handleOf(s))
-	after(s)
+	st := module.RequestTrailers(abi.FilterOf(unsafe.Pointer(f)), handleOf(streamOf(h)))
 	return C.envoy_dynamic_module_type_on_http_filter_request_trailers_status(st)
 }
 
