@@ -175,8 +175,10 @@ func FuzzRewrite(f *testing.F) {
 	// More members than a scan holds at a time.
 	f.Add(manyMembers(hintRecords+3, func(i int) bool { return i%3 != 1 }), false)
 	f.Add(manyMembers(2*hintRecords+1, func(i int) bool { return i > 0 }), true)
+	var er Rewriter // one for every input, as a host keeps it
 	f.Fuzz(func(t *testing.T, body []byte, trusted bool) {
 		out, res := Rewrite(body, Policy{Trusted: trusted})
+		checkEdits(t, &er, body, Policy{Trusted: trusted}, out, res)
 		parsable := json.Valid(body) && pythonUTF8(body) && intsFit(body)
 		if res.Outcome == OutcomeRejected {
 			if out != nil || res.Status != 400 {

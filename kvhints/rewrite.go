@@ -96,6 +96,12 @@ type Rewriter struct {
 	vs      quickState // skip's
 	calls   int        // quickScan calls for the last body (a test's measure of work)
 
+	edits []Edit // Edits' answer, in editBuf
+	// editBuf holds every edit a body can need: one per member held, two
+	// for an admitted envelope, one for a body cut as it was scanned.
+	editBuf [hintRecords]Edit
+	key     []byte // the literal key, as an edit's text
+
 	st    scanState // the kv_hints members the scan holds
 	hints hintSet   // what all of them add up to
 	// Removal in progress: r.out holds the body up to from, with every
@@ -151,19 +157,62 @@ func (r *Rewriter) Reserve(n int) {
 // Rewrite is the package-level Rewrite with reusable buffers. A changed body
 // is returned in the Rewriter's own buffer, valid until the next call.
 func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
+	edits, res := r.Edits(body, p)
+	switch {
+	case len(edits) == 0:
+		if res.Outcome == OutcomeRejected {
+			return nil, res
+		}
+		return body, res
+	case len(edits) == 1 && edits[0].Start == 0 && edits[0].End == len(body):
+		return edits[0].Text, res // the removal was done as the scan went
+	}
+	out := r.out[:0]
+	from := 0
+	for _, e := range edits {
+		out = append(out, body[from:e.Start]...)
+		out = append(out, e.Text...)
+		from = e.End
+	}
+	out = append(out, body[from:]...)
+	r.out = out
+	return out, res
+}
+
+// An Edit is one change that Rewriter.Edits makes to a body: the bytes
+// body[Start:End] replaced by Text, which is empty for bytes removed.
+type Edit struct {
+	Start, End int
+	Text       []byte
+}
+
+// Edits decides a body as Rewrite does and returns the rewrite as edits of
+// body instead of a new body: applied in order, they turn body into the
+// body Rewrite returns. They are sorted, disjoint and not adjacent, and
+// there are none when the body goes on unchanged or is rejected. A host
+// that can change the body where it lies (Envoy's buffers, in the native
+// module) moves only the bytes the edits shift, where Rewrite copies the
+// whole body. The slice and every Text are the Rewriter's memory, valid
+// until the next call.
+//
+// A body of more than hintRecords kv_hints members, which only a hostile
+// client sends, is cut as it is scanned (see flush): its edit is one, the
+// whole body replaced by the rewritten one.
+func (r *Rewriter) Edits(body []byte, p Policy) ([]Edit, Result) {
+	r.edits = r.editBuf[:0]
 	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
 		return nil, reject(413, "request body is larger than the limit of "+strconv.Itoa(p.MaxBodyBytes)+" bytes")
 	}
 	if len(body) == 0 {
 		// No body, no hint: hosts forward body-less requests uninspected,
 		// and the worker answers an empty POST itself.
-		return body, Result{Outcome: OutcomeNoHint}
+		return nil, Result{Outcome: OutcomeNoHint}
 	}
 	if msg := r.scan(body); msg != "" {
 		return nil, reject(400, msg)
 	}
 	if r.hints.count == 0 {
-		return body, Result{Outcome: OutcomeNoHint}
+		return nil, Result{Outcome: OutcomeNoHint}
 	}
 	// What the worker would read: with duplicates, Python keeps the last.
 	lastNull := r.hints.lastNull
@@ -184,7 +233,7 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 		return r.remove(body), res
 	}
 	if lastNull {
-		return body, Result{Outcome: OutcomeNullHint}
+		return nil, Result{Outcome: OutcomeNullHint}
 	}
 	h := r.hints.first
 	canon, reason := r.admit.admit(body[h.val:h.valEnd], p.Limits)
@@ -203,20 +252,17 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	keyEnd := h.key + len(hintKey)
 	if keyEnd > len(body) || string(body[h.key:keyEnd]) != hintKey {
 		keyEnd, _, _ = scanString(body, h.key) // scanned before: no error
+		r.key = append(r.key[:0], hintKey...)
+		r.edits = append(r.edits, Edit{h.key, keyEnd, r.key})
 	} else if bytes.Equal(canon, body[h.val:h.valEnd]) {
 		// Already canonical under the literal key, the common case for a
 		// router that encodes with this package: the body goes out as it
 		// came, neither copied nor compared again by the host (see the
 		// Rewrite contract). The comparison reads only the envelope.
-		return body, res
+		return nil, res
 	}
-	out := append(r.out[:0], body[:h.key]...)
-	out = append(out, hintKey...)
-	out = append(out, body[keyEnd:h.val]...)
-	out = append(out, canon...)
-	out = append(out, body[h.valEnd:]...)
-	r.out = out
-	return out, res
+	r.edits = append(r.edits, Edit{h.val, h.valEnd, canon})
+	return r.edits, res
 }
 
 // hintKey is the literal every admitted envelope is forwarded under.
@@ -372,16 +418,45 @@ func isHintKey(lit []byte, escaped bool, scratch []byte) bool {
 	return keyIs(lit, "kv_hints", scratch)
 }
 
-// remove returns the body without its kv_hints members: those cut out
-// already and those still held. The text before the first member and after
-// the last one stays; each kept member keeps the separator that preceded
-// it, except the first kept member, which needs none. So a member before
-// the first kept one is cut with the separator after it, and any later
-// one with the separator before it.
-func (r *Rewriter) remove(b []byte) []byte {
-	r.cut(b)
-	r.out = append(r.out, b[r.from:]...)
-	return r.out
+// remove returns the edits that take the body's kv_hints members out:
+// those cut out already and those still held. The text before the first
+// member and after the last one stays; each kept member keeps the
+// separator that preceded it, except the first kept member, which needs
+// none. So a member before the first kept one is cut with the separator
+// after it, and any later one with the separator before it. Once the scan
+// has cut members out (flush), the rest is cut too and the edit is the
+// whole body.
+func (r *Rewriter) remove(b []byte) []Edit {
+	if r.cutting {
+		r.cut(b)
+		r.out = append(r.out, b[r.from:]...)
+		r.edits = append(r.edits, Edit{0, len(b), r.out})
+		return r.edits
+	}
+	firstKept := r.st.firstKept
+	for _, h := range r.st.recs[:r.st.n] {
+		start, end := cutRange(b, h, firstKept)
+		if n := len(r.edits); n > 0 && start <= r.edits[n-1].End {
+			r.edits[n-1].End = end
+			continue
+		}
+		r.edits = append(r.edits, Edit{Start: start, End: end})
+	}
+	r.st.n = 0
+	return r.edits
+}
+
+// cutRange is the bytes removed with member h: the member and the
+// separator that goes with it (see remove).
+func cutRange(b []byte, h member, firstKept int) (start, end int) {
+	start, end = h.key, h.valEnd
+	switch {
+	case firstKept >= 0 && h.idx > firstKept:
+		start = separatorStart(b, h.key)
+	case h.next >= 0:
+		end = h.next
+	}
+	return start, end
 }
 
 // cut appends the body from r.from to r.out up to each member held, moves
@@ -394,13 +469,7 @@ func (r *Rewriter) cut(b []byte) {
 	}
 	out, from, firstKept := r.out, r.from, r.st.firstKept
 	for _, h := range r.st.recs[:r.st.n] {
-		cutStart, cutEnd := h.key, h.valEnd
-		switch {
-		case firstKept >= 0 && h.idx > firstKept:
-			cutStart = separatorStart(b, h.key)
-		case h.next >= 0:
-			cutEnd = h.next
-		}
+		cutStart, cutEnd := cutRange(b, h, firstKept)
 		if cutStart > from {
 			out = append(out, b[from:cutStart]...)
 		}

@@ -463,3 +463,75 @@ func TestRewriteMemoryIsFlat(t *testing.T) {
 		}
 	}
 }
+
+// checkEdits checks r.Edits against what Rewrite gave for the same body
+// (out, res): the same decision, edits sorted, disjoint, not adjacent and
+// within the body, none exactly when the body goes on unchanged, and,
+// applied to the body, the bytes Rewrite returned.
+func checkEdits(t *testing.T, r *Rewriter, body []byte, p Policy, out []byte, res Result) {
+	t.Helper()
+	edits, got := r.Edits(body, p)
+	if got.Outcome != res.Outcome || got.Reason != res.Reason || got.Status != res.Status || got.Message != res.Message {
+		t.Fatalf("Edits decided %+v, Rewrite %+v", got, res)
+	}
+	unchanged := res.Outcome != OutcomeRejected && len(out) == len(body) && (len(out) == 0 || &out[0] == &body[0])
+	if (len(edits) == 0) != (unchanged || res.Outcome == OutcomeRejected) {
+		t.Fatalf("%d edits for a body Rewrite left unchanged: %v (%v)", len(edits), unchanged, res.Outcome)
+	}
+	var applied []byte
+	from := 0
+	for i, e := range edits {
+		if e.Start < from || e.Start > e.End || e.End > len(body) || i > 0 && e.Start == from {
+			t.Fatalf("edit %d of %d [%d,%d) after %d in %d bytes", i, len(edits), e.Start, e.End, from, len(body))
+		}
+		if e.Start == e.End && len(e.Text) == 0 {
+			t.Fatalf("edit %d changes nothing", i)
+		}
+		applied = append(applied, body[from:e.Start]...)
+		applied = append(applied, e.Text...)
+		from = e.End
+	}
+	applied = append(applied, body[from:]...)
+	if len(edits) > 0 && !bytes.Equal(applied, out) {
+		t.Fatalf("the edits make %q, Rewrite %q", applied, out)
+	}
+}
+
+// TestEdits: the edits of each kind of rewrite, and a Rewriter that goes
+// on from a body cut as it was scanned to an ordinary one.
+func TestEdits(t *testing.T) {
+	hint := `{"protocol_version":"0.1","message_id":"m","actions":[]}`
+	many := manyMembers(2*hintRecords+1, func(i int) bool { return i%2 == 0 })
+	for _, c := range []struct {
+		name    string
+		body    string
+		trusted bool
+		edits   int
+	}{
+		{"no hint", `{"a":1}`, false, 0},
+		{"null hint, untrusted", `{"a":1,"kv_hints":null}`, false, 1},
+		{"null hint, trusted", `{"a":1,"kv_hints":null}`, true, 0},
+		{"untrusted, first", `{"kv_hints":1,"a":1}`, false, 1},
+		{"untrusted, last", `{"a":1, "kv_hints" : 1 }`, false, 1},
+		{"untrusted, two apart", `{"kv_hints":1,"a":1,"kv_hints":2,"b":2}`, false, 2},
+		{"untrusted, two together", `{"a":1,"kv_hints":1,"kv_hints":2}`, false, 1},
+		{"trusted, canonical", `{"a":1,"kv_hints":` + hint + `}`, true, 0},
+		{"trusted, spaced", `{"a":1,"kv_hints": {"protocol_version": "0.1", "message_id": "m", "actions": []}}`, true, 1},
+		{"trusted, escaped key", `{"a":1,"kv\u005fhints":` + hint + `}`, true, 2},
+		{"trusted, discarded", `{"a":1,"kv_hints":{"protocol_version":"9"}}`, true, 1},
+		{"many members", string(many), false, 1},
+		{"after many", `{"kv_hints":1,"a":1}`, false, 1},
+		{"rejected", `{"a":`, false, 0},
+	} {
+		var r Rewriter
+		if c.name == "after many" {
+			r.Edits(many, Policy{})
+		}
+		p, body := Policy{Trusted: c.trusted}, []byte(c.body)
+		out, res := Rewrite(body, p)
+		checkEdits(t, &r, body, p, out, res)
+		if edits, _ := r.Edits(body, p); len(edits) != c.edits {
+			t.Errorf("%s: %d edits, want %d", c.name, len(edits), c.edits)
+		}
+	}
+}
