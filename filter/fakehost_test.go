@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -15,6 +16,7 @@ type fakeHost struct {
 	config   []byte
 	headers  [][2]string
 	body     []byte // the host's buffered request body
+	edits    bool   // the host is an Editor (see editingHost)
 	local    *localReply
 	logs     []string
 	names    []string // metric id -> name
@@ -118,6 +120,30 @@ func (h *fakeHost) ReplaceRequestBody(oldSize int, body []byte) error {
 		return errors.New("replace must cover the whole body")
 	}
 	h.body = append([]byte(nil), body...)
+	return nil
+}
+
+// editingHost is the fake host as an Editor, the way the native module
+// hosts the filter.
+type editingHost struct{ *fakeHost }
+
+func (h editingHost) EditRequestBody(oldSize int, edits []kvhints.Edit) error {
+	if err := h.check("EditRequestBody"); err != nil {
+		return err
+	}
+	if oldSize != len(h.body) || len(edits) == 0 {
+		return errors.New("edits must cover the whole body and change it")
+	}
+	var b []byte // a new array: the body the filter read stays as it was
+	from := 0
+	for _, e := range edits {
+		if e.Start < from || e.End < e.Start || e.End > len(h.body) {
+			return errors.New("edits out of order")
+		}
+		b = append(append(b, h.body[from:e.Start]...), e.Text...)
+		from = e.End
+	}
+	h.body = append(b, h.body[from:]...)
 	return nil
 }
 
@@ -226,7 +252,11 @@ const rootID = 1
 
 // newPlugin configures a plugin on h and fails the test on error.
 func newPlugin(h *fakeHost) (*Plugin, bool) {
-	p := New(h)
+	var host Host = h
+	if h.edits {
+		host = editingHost{h}
+	}
+	p := New(host)
 	p.OnContextCreate(rootID, 0)
 	p.OnVMStart(0)
 	ok := p.OnConfigure(rootID, len(h.config))

@@ -16,7 +16,10 @@
 // unfiltered body is never forwarded.
 package filter
 
-import "github.com/kvgate/kvgate/proxywasm"
+import (
+	"github.com/kvgate/kvgate/kvhints"
+	"github.com/kvgate/kvgate/proxywasm"
+)
 
 // Host is everything the filter needs from the proxy. Byte slices returned
 // by a Host are only valid until the next Host call that returns bytes; the
@@ -58,4 +61,18 @@ type Host interface {
 // bodies of up to n bytes in advance, so that the hot path does not grow it.
 type Reserver interface {
 	Reserve(n int)
+}
+
+// Editor is implemented by a Host that can change the buffered body where
+// it lies. The filter then hands it the rewrite as edits (see
+// kvhints.Rewriter.Edits) instead of a new body: EditRequestBody applies
+// edits to the first oldSize bytes of the body (the whole body), as
+// ReplaceRequestBody would have replaced them by the edited bytes. The
+// edits and their texts stay valid until the filter decides another body,
+// and the body it read must stay as it was until the callback returns, so
+// a host may apply them once the callback is over. A host that copies the
+// body into the filter's memory gains nothing by it: the wasm host does
+// not implement it, the native Envoy module does.
+type Editor interface {
+	EditRequestBody(oldSize int, edits []kvhints.Edit) error
 }

@@ -15,10 +15,11 @@ import (
 // configuration and serves all its cases, so buffers are reused across
 // requests.
 type fakeRunner struct {
-	m  mode
-	p  *Plugin
-	h  *fakeHost
-	id uint32
+	m     mode
+	edits bool // the host takes the rewrite as edits (an Editor)
+	p     *Plugin
+	h     *fakeHost
+	id    uint32
 }
 
 func (*fakeRunner) Observes() vectors.Observes {
@@ -27,6 +28,7 @@ func (*fakeRunner) Observes() vectors.Observes {
 
 func (r *fakeRunner) Configure(t testing.TB, conf string) {
 	r.h = newFakeHost(conf)
+	r.h.edits = r.edits
 	var ok bool
 	if r.p, ok = newPlugin(r.h); !ok {
 		t.Fatalf("configuration %s rejected: %q", conf, r.h.logs)
@@ -83,6 +85,12 @@ func TestVectors(t *testing.T) {
 	}
 	vectors.Run(t, r, vectors.BothModes(), vectors.Variants(func(v string) { r.m = modes[v] },
 		modeLength.String(), modeChunked.String(), modeTrailers.String()))
+}
+
+// TestVectorsEditingHost runs every case through a host that takes the
+// rewrite as edits of its body, as the native Envoy module does.
+func TestVectorsEditingHost(t *testing.T) {
+	vectors.Run(t, &fakeRunner{id: 10, edits: true, m: modeChunked}, vectors.BothModes())
 }
 
 // TestVectorSeries: the kit reads its counters from exactly the series the
