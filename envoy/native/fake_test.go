@@ -84,6 +84,8 @@ type fakeStream struct {
 	panicOn string
 	// refuse makes the named callback report failure.
 	refuse string
+	// onAppend, when set, is called on every AppendBody.
+	onAppend func()
 	// chunk is the size of the slices BodyChunks returns (7 when 0).
 	chunk int
 }
@@ -180,6 +182,9 @@ func (s *fakeStream) AppendBody(t abi.BodyType, data []byte) bool {
 	b := s.buf(t)
 	if b == nil || s.refuse == "AppendBody" {
 		return false
+	}
+	if s.onAppend != nil {
+		s.onAppend()
 	}
 	// A new array, so that slices handed out before stay as they were,
 	// as Envoy's slices do when data is appended after them.

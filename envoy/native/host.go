@@ -7,6 +7,7 @@ import (
 	"github.com/kvgate/kvgate/envoy/native/internal/abi"
 	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -34,6 +35,12 @@ type host struct {
 	// then (the Plugin explains a discarded hint from it after replacing).
 	drainBuffered, drainReceived int
 	replaced                     bool
+	// edits are what EditRequestBody left to apply once the hook's Plugin
+	// call is over, to a body of editSize bytes (see applyEdits).
+	edits    []kvhints.Edit
+	editSize int
+	starts   []int
+	out      []byte
 	// lengthRemoved: the Plugin removed Content-Length in this hook, which
 	// it does exactly when it will hold the body back for inspection.
 	lengthRemoved bool
@@ -47,6 +54,7 @@ var (
 	errHeaderRemove  = errors.New("envoy refused to remove the header")
 	errAppendBody    = errors.New("envoy refused to append to the request body")
 	errDrainBody     = errors.New("envoy refused to drain the request body")
+	errBodyChanged   = errors.New("request body changed size before it was rewritten")
 	errUnknownMetric = errors.New("not a metric the configuration defined")
 	errNoConfig      = errors.New("no configuration is being read")
 	errFilterState   = errors.New("envoy refused to set the filter state")
@@ -57,6 +65,7 @@ var (
 func (h *host) begin(s Stream, inBody bool) {
 	h.s, h.inBody = s, inBody
 	h.replaced, h.drainBuffered, h.drainReceived, h.lengthRemoved = false, 0, 0, false
+	h.edits = h.edits[:0]
 }
 
 // end applies a pending body replacement and forgets the stream.
@@ -66,6 +75,11 @@ func (h *host) end() error {
 			h.hdrs = hs
 			panicProbe(h, "module")
 		}
+	}
+	if len(h.edits) > 0 {
+		err := h.applyEdits()
+		h.edits, h.s = h.edits[:0], nil
+		return err
 	}
 	s := h.s
 	h.s = nil
@@ -220,7 +234,7 @@ func (h *host) ReplaceRequestBody(oldSize int, body []byte) error {
 	}
 	_, buffered, received := h.bodyParts()
 	if buffered+received != oldSize {
-		return errors.New("request body changed size before it was replaced")
+		return errBodyChanged
 	}
 	into := abi.BufferedRequestBody
 	if h.inBody && !h.s.ReceivedBufferedRequestBody() {
@@ -230,6 +244,71 @@ func (h *host) ReplaceRequestBody(oldSize int, body []byte) error {
 		return errAppendBody
 	}
 	h.replaced, h.drainBuffered, h.drainReceived = true, buffered, received
+	return nil
+}
+
+// EditRequestBody takes the rewrite as edits of Envoy's buffers, which
+// end applies where the body lies (applyEdits): the Plugin reads the body
+// it decided until its call is over.
+func (h *host) EditRequestBody(oldSize int, edits []kvhints.Edit) error {
+	if h.s == nil {
+		return errNoStream
+	}
+	if h.s.RequestBodySize(h.inBody) != oldSize {
+		return errBodyChanged
+	}
+	h.edits, h.editSize = append(h.edits[:0], edits...), oldSize
+	return nil
+}
+
+// applyEdits applies the edits EditRequestBody took in Envoy's slices of
+// the body and drains what is left over at the front (editInPlace). When
+// they cannot be applied there, the edited body is appended after the old
+// one, which is drained, as ReplaceRequestBody does.
+func (h *host) applyEdits() error {
+	s := h.s
+	chunks, buffered, received := h.bodyParts()
+	if buffered+received != h.editSize {
+		return errBodyChanged
+	}
+	drain, starts, ok := editInPlace(chunks, h.edits, h.starts)
+	h.starts = starts
+	if !ok {
+		out := h.out[:0]
+		from, at := 0, 0
+		for _, e := range h.edits { // the plain edit, over the chunks
+			for _, c := range chunks {
+				lo, hi := max(from-at, 0), min(e.Start-at, len(c))
+				if lo < hi {
+					out = append(out, c[lo:hi]...)
+				}
+				at += len(c)
+			}
+			out = append(out, e.Text...)
+			from, at = e.End, 0
+		}
+		for _, c := range chunks {
+			if lo := from - at; lo < len(c) {
+				out = append(out, c[max(lo, 0):]...)
+			}
+			at += len(c)
+		}
+		h.out = out
+		into := abi.BufferedRequestBody
+		if h.inBody && !s.ReceivedBufferedRequestBody() {
+			into = abi.ReceivedRequestBody
+		}
+		if len(out) > 0 && !s.AppendBody(into, out) {
+			return errAppendBody
+		}
+		drain = buffered + received
+	}
+	if d := min(drain, buffered); d > 0 && !s.DrainBody(abi.BufferedRequestBody, d) {
+		return errDrainBody
+	}
+	if d := drain - min(drain, buffered); d > 0 && !s.DrainBody(abi.ReceivedRequestBody, d) {
+		return errDrainBody
+	}
 	return nil
 }
 
@@ -244,7 +323,7 @@ func (h *host) SendLocalResponse(status int, details string, body, headers []byt
 		return err
 	}
 	h.s.SendResponse(status, hs, body, details)
-	h.replaced = false // nothing is forwarded
+	h.replaced, h.edits = false, h.edits[:0] // nothing is forwarded
 	return nil
 }
 

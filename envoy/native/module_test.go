@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy/native/internal/abi"
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/metricname"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
@@ -161,8 +162,11 @@ func TestAnswers(t *testing.T) {
 func TestPanicsFailClosed(t *testing.T) {
 	body := []byte(`{"kv_hints":1,"model":"m"}`)
 	for _, where := range []string{"RequestHeaders", "BodyChunks", "AttributeString", "DrainBody", "AppendBody"} {
-		e := mustFake(t, `{"trusted_senders":[{"source_cidr":"10.0.0.0/8"}]}`)
-		x := e.request(withLength(len(body)), body, modeChunked, func(s *fakeStream) { s.panicOn = where })
+		e, first := mustFake(t, `{"trusted_senders":[{"source_cidr":"10.0.0.0/8"}]}`), body
+		if where == "AppendBody" { // only a rewrite that grows the body appends
+			e, first = mustFake(t, `{"trust_kv_hints":true}`), growingBody
+		}
+		x := e.request(withLength(len(first)), first, modeChunked, func(s *fakeStream) { s.panicOn = where })
 		if x.reply == nil || x.reply.status != 503 || x.reply.details != filterspec.DetailsFailed || !bytes.Equal(x.reply.body, filterspec.FailureBody) {
 			t.Errorf("panic in %s: reply %+v, forwarded %v %q", where, x.reply, x.forwarded, x.body)
 		}
@@ -173,10 +177,55 @@ func TestPanicsFailClosed(t *testing.T) {
 	}
 	// A host call that fails is a 503 too.
 	for _, where := range []string{"RequestHeaders", "RemoveRequestHeader", "AppendBody", "DrainBody"} {
-		e := mustFake(t, "")
+		e := mustFake(t, `{"trust_kv_hints":true}`)
+		body := body
+		if where == "AppendBody" {
+			body = growingBody // appended: it cannot be edited in place
+		}
 		x := e.request(withLength(len(body)), body, modeLength, func(s *fakeStream) { s.refuse = where })
 		if x.reply == nil || x.reply.status != 503 {
 			t.Errorf("%s failing: reply %+v, forwarded %v %q", where, x.reply, x.forwarded, x.body)
+		}
+	}
+}
+
+// growingBody's canonical envelope is longer than its text (a float as
+// Python writes it), so its rewrite cannot be done in Envoy's slices.
+var growingBody = []byte(`{"kv_hints":{"protocol_version":"0.1","message_id":"m","actions":[],"x":1e15},"model":"m"}`)
+
+// TestEditsInEnvoysSlices: a rewritten body is edited where it lies in
+// Envoy's buffers, without appending, when the edits shrink it; one the
+// rewrite grows is appended and the old one drained. Either way what goes
+// on is the rulebook's body, however Envoy slices and splits it.
+func TestEditsInEnvoysSlices(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		body     []byte
+		appended bool
+	}{
+		{"untrusted, hint first", []byte(`{"kv_hints":{"a":1},"model":"m","messages":[{"role":"user","content":"hello there"}]}`), false},
+		{"untrusted, hint last", []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}], "kv_hints":[1,2]}`), false},
+		{"untrusted, two hints", []byte(`{"kv_hints":1,"model":"m","kv_hints":2,"x":3}`), false},
+		{"trusted, spaced", []byte(`{"model":"m","kv_hints": {"protocol_version": "0.1", "message_id": "m", "actions": []}}`), false},
+		{"trusted, grown", growingBody, true},
+	} {
+		trusted := strings.HasPrefix(c.name, "trusted")
+		want, _ := kvhints.Rewrite(c.body, kvhints.Policy{Trusted: trusted})
+		for _, chunk := range []int{1, 5, 16384} {
+			for _, m := range []mode{modeLength, modeChunked, modeTrailers} {
+				e := mustFake(t, fmt.Sprintf(`{"trust_kv_hints":%v}`, trusted))
+				appended := false
+				x := e.request(withLength(len(c.body)), c.body, m, func(s *fakeStream) {
+					s.chunk = chunk
+					s.onAppend = func() { appended = true }
+				})
+				if x.reply != nil || !bytes.Equal(x.body, want) {
+					t.Errorf("%s, %d-byte slices, %v: reply %+v, forwarded %q, want %q", c.name, chunk, m, x.reply, x.body, want)
+				}
+				if appended != c.appended {
+					t.Errorf("%s, %d-byte slices, %v: appended %v, want %v", c.name, chunk, m, appended, c.appended)
+				}
+			}
 		}
 	}
 }
