@@ -373,7 +373,8 @@ func (f Filter) RequestBodySize(inBody bool) int {
 
 // BodyChunks appends the slices of a request body buffer to dst and
 // returns it, aliasing Envoy's memory (valid until the end of the event
-// hook or the next call that changes the body).
+// hook or the next call that changes the body), which the module may
+// write in place.
 func (f Filter) BodyChunks(s *Scratch, t BodyType, dst [][]byte) [][]byte {
 	m := s.mem()
 	if m == nil {

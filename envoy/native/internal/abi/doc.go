@@ -104,8 +104,12 @@
 // received data is the buffered body itself (an earlier filter buffered
 // it). When the filter returns Continue, Envoy sends on the buffered data
 // followed by the received data. A trailers hook sees only the buffered
-// body. To replace a body the module appends the new bytes after the old
-// ones and then drains the old ones from the front of each buffer.
+// body. The slices get_body_chunks hands out are Envoy's buffer memory,
+// which the module may write (Envoy's Rust SDK hands them out as mutable
+// buffers): a body is rewritten where it lies, built at the back of the
+// slices, and the bytes left over at the front are drained. A body that
+// cannot be built there (it grows) is appended after the old bytes, which
+// are then drained from the front of each buffer.
 //
 // # Attributes
 //
