@@ -68,9 +68,11 @@ type Reserver interface {
 // kvhints.Rewriter.Edits) instead of a new body: EditRequestBody applies
 // edits to the first oldSize bytes of the body (the whole body), as
 // ReplaceRequestBody would have replaced them by the edited bytes. The
-// edits and their texts stay valid until the filter decides another body,
-// and the body it read must stay as it was until the callback returns, so
-// a host may apply them once the callback is over. A host that copies the
+// edits and their texts are valid during the call only (the filter's
+// Rewriter may run again before the callback returns, to explain a
+// discarded hint), and the body the filter read must stay as it was until
+// the callback returns: a host that applies them once the callback is
+// over copies them first. A host that copies the
 // body into the filter's memory gains nothing by it: the wasm host does
 // not implement it, the native Envoy module does.
 type Editor interface {

@@ -113,3 +113,25 @@ func FuzzEditInPlace(f *testing.F) {
 		checkEditInPlace(t, body, edits, sizes)
 	})
 }
+
+// TestEditTextsOutliveTheRewriter: the host applies edits after the
+// Plugin's callback, which may run its Rewriter again first (to explain a
+// discarded hint), so it keeps its own copy of the edits' texts.
+func TestEditTextsOutliveTheRewriter(t *testing.T) {
+	s := &fakeStream{inBody: true, received: []byte(`{"kv_hints":{"a": 1},"m":1}`)}
+	var h host
+	h.begin(s, true)
+	text := []byte(`{"a":1}`)
+	edits := []kvhints.Edit{{Start: 12, End: 20, Text: text}}
+	if err := h.EditRequestBody(len(s.received), edits); err != nil {
+		t.Fatal(err)
+	}
+	copy(text, "1234567") // the Rewriter's memory, reused
+	edits[0] = kvhints.Edit{}
+	if err := h.end(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(s.received), `{"kv_hints":{"a":1},"m":1}`; got != want {
+		t.Fatalf("edited to %q, want %q", got, want)
+	}
+}

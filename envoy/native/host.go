@@ -38,6 +38,7 @@ type host struct {
 	// edits are what EditRequestBody left to apply once the hook's Plugin
 	// call is over, to a body of editSize bytes (see applyEdits).
 	edits    []kvhints.Edit
+	texts    []byte // the edits' texts
 	editSize int
 	starts   []int
 	out      []byte
@@ -257,7 +258,24 @@ func (h *host) EditRequestBody(oldSize int, edits []kvhints.Edit) error {
 	if h.s.RequestBodySize(h.inBody) != oldSize {
 		return errBodyChanged
 	}
-	h.edits, h.editSize = append(h.edits[:0], edits...), oldSize
+	// The Plugin goes on using its Rewriter before end (to explain a
+	// discarded hint), so the edits and their texts are copied.
+	n := 0
+	for _, e := range edits {
+		n += len(e.Text)
+	}
+	if cap(h.texts) < n {
+		h.texts = make([]byte, 0, n)
+	}
+	texts := h.texts[:0]
+	h.edits = h.edits[:0]
+	for _, e := range edits {
+		at := len(texts)
+		texts = append(texts, e.Text...)
+		e.Text = texts[at:len(texts):len(texts)]
+		h.edits = append(h.edits, e)
+	}
+	h.texts, h.editSize = texts, oldSize
 	return nil
 }
 
