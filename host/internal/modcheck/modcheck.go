@@ -14,7 +14,10 @@
 // module's functions together by ModuleLocals.
 //
 // Check walks only what it must to find those fields, in the sections and
-// forms wazero decodes (WebAssembly 2.0 and the name section). It stops
+// forms wazero decodes (WebAssembly 2.0 and the name section, with the
+// typed references and recursion groups of the function-references and
+// GC proposals that wazero 1.12 reads in types, imports, tables, element
+// segments and locals). It stops
 // without error at a form it does not know: wazero, which decodes the
 // module in the same order, rejects it at the same place.
 package modcheck
@@ -160,17 +163,14 @@ func (r *reader) section(id byte) {
 		r.custom()
 	case 1: // types
 		for i, n := 0, r.count("types"); i < n && !r.failed(); i++ {
-			if form := r.byte(); form != 0x60 {
-				r.stop = true // not a function type; wazero decides
-				return
+			if form := r.byte(); form != 0x4e {
+				r.funcType(form)
+				continue
 			}
-			for _, of := range [...]string{"parameters", "results"} {
-				for j, m := 0, r.count(of); j < m && !r.failed(); j++ {
-					if t := r.byte(); t == 0x63 || t == 0x64 { // a typed reference
-						r.stop = true
-						return
-					}
-				}
+			// A recursion group (the GC proposal's), which wazero reads
+			// as that many function types.
+			for j, m := 0, r.count("types in a recursion group"); j < m && !r.failed(); j++ {
+				r.funcType(r.byte())
 			}
 		}
 	case 2: // imports
@@ -180,13 +180,12 @@ func (r *reader) section(id byte) {
 			switch kind := r.byte(); kind {
 			case 0: // function: type index
 				r.u32()
-			case 1: // table: reference type, limits
-				r.byte()
-				r.limits()
+			case 1: // table
+				r.table()
 			case 2: // memory
 				r.limits()
 			case 3: // global: value type, mutability
-				r.byte()
+				r.valType()
 				r.byte()
 			case 4: // tag: attribute, type index
 				r.byte()
@@ -209,6 +208,42 @@ func (r *reader) section(id byte) {
 		r.code()
 	case 11:
 		r.data()
+	}
+}
+
+// funcType passes a function type whose form byte was read.
+func (r *reader) funcType(form byte) {
+	if form != 0x60 {
+		r.stop = true // not a function type; wazero rejects it
+		return
+	}
+	for _, of := range [...]string{"parameters", "results"} {
+		for j, m := 0, r.count(of); j < m && !r.failed(); j++ {
+			r.valType()
+		}
+	}
+}
+
+// valType passes a value type: one byte, or for a typed reference
+// ((ref null? ht), 0x63 and 0x64) that byte and a heap type, a signed
+// 33-bit LEB128 number wazero reads as such.
+func (r *reader) valType() {
+	if t := r.byte(); t == 0x63 || t == 0x64 {
+		r.leb(35)
+	}
+}
+
+// table passes a table type, with the initialiser expression that a 0x40
+// 0x00 prefix announces.
+func (r *reader) table() {
+	init := r.p < r.end && r.b[r.p] == 0x40
+	if init {
+		r.skip(2)
+	}
+	r.valType()
+	r.limits()
+	if init {
+		r.expr()
 	}
 }
 
@@ -264,7 +299,10 @@ func (r *reader) elements() {
 		if flags&1 == 0 { // active: an offset
 			r.expr()
 		}
-		if flags&3 != 0 { // an element kind or reference type
+		switch {
+		case flags&3 != 0 && flags&4 != 0: // a reference type
+			r.valType()
+		case flags&3 != 0: // an element kind
 			r.byte()
 		}
 		m := r.count("elements")
@@ -293,9 +331,7 @@ func (r *reader) code() {
 				default:
 					r.locals -= n
 				}
-				if t := body.byte(); t == 0x63 || t == 0x64 { // (ref null? ht)
-					body.leb(35)
-				}
+				body.valType()
 			}
 		})
 	}
