@@ -167,16 +167,20 @@ func (r *Rewriter) Rewrite(body []byte, p Policy) ([]byte, Result) {
 	case len(edits) == 1 && edits[0].Start == 0 && edits[0].End == len(body):
 		return edits[0].Text, res // the removal was done as the scan went
 	}
-	out := r.out[:0]
+	r.out = AppendEdited(r.out[:0], body, edits)
+	return r.out, res
+}
+
+// AppendEdited appends body with edits applied (Rewriter.Edits' answer
+// for it) to dst and returns the extended slice.
+func AppendEdited(dst, body []byte, edits []Edit) []byte {
 	from := 0
 	for _, e := range edits {
-		out = append(out, body[from:e.Start]...)
-		out = append(out, e.Text...)
+		dst = append(dst, body[from:e.Start]...)
+		dst = append(dst, e.Text...)
 		from = e.End
 	}
-	out = append(out, body[from:]...)
-	r.out = out
-	return out, res
+	return append(dst, body[from:]...)
 }
 
 // An Edit is one change that Rewriter.Edits makes to a body: the bytes

@@ -255,11 +255,9 @@ func (h *host) EditRequestBody(oldSize int, edits []kvhints.Edit) error {
 	if h.s == nil {
 		return errNoStream
 	}
-	if h.s.RequestBodySize(h.inBody) != oldSize {
-		return errBodyChanged
-	}
-	// The Plugin goes on using its Rewriter before end (to explain a
-	// discarded hint), so the edits and their texts are copied.
+	// applyEdits checks oldSize against the body it edits. The Plugin goes
+	// on using its Rewriter before end (to explain a discarded hint), so
+	// the edits and their texts are copied.
 	n := 0
 	for _, e := range edits {
 		n += len(e.Text)
@@ -292,25 +290,11 @@ func (h *host) applyEdits() error {
 	drain, starts, ok := editInPlace(chunks, h.edits, h.starts)
 	h.starts = starts
 	if !ok {
-		out := h.out[:0]
-		from, at := 0, 0
-		for _, e := range h.edits { // the plain edit, over the chunks
-			for _, c := range chunks {
-				lo, hi := max(from-at, 0), min(e.Start-at, len(c))
-				if lo < hi {
-					out = append(out, c[lo:hi]...)
-				}
-				at += len(c)
-			}
-			out = append(out, e.Text...)
-			from, at = e.End, 0
+		body, err := h.RequestBody(h.editSize)
+		if err != nil {
+			return err
 		}
-		for _, c := range chunks {
-			if lo := from - at; lo < len(c) {
-				out = append(out, c[max(lo, 0):]...)
-			}
-			at += len(c)
-		}
+		out := kvhints.AppendEdited(h.out[:0], body, h.edits)
 		h.out = out
 		into := abi.BufferedRequestBody
 		if h.inBody && !s.ReceivedBufferedRequestBody() {
