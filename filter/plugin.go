@@ -403,26 +403,29 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 	// In detect mode the decision is made and reported, not applied: the
 	// body goes on as received, so no rewritten body is made.
 	detect := r.cfg.Mode == filterspec.ModeDetect
-	var res kvhints.Result
-	if ed, ok := p.host.(Editor); ok || detect {
-		var edits []kvhints.Edit
-		if edits, res = p.rw.Edits(body, policy); res.Outcome == kvhints.OutcomeRejected {
-			return p.reject(s, r, res.Status, res.Message)
-		}
-		if !detect && len(edits) > 0 {
-			if err := ed.EditRequestBody(size, edits); err != nil {
-				return p.fail(id, s, "cannot edit request body: "+err.Error())
-			}
-		}
+	var (
+		res   kvhints.Result
+		edits []kvhints.Edit
+		out   []byte
+	)
+	ed, editor := p.host.(Editor)
+	if editor || detect {
+		edits, res = p.rw.Edits(body, policy)
 	} else {
-		var out []byte
-		if out, res = p.rw.Rewrite(body, policy); res.Outcome == kvhints.OutcomeRejected {
-			return p.reject(s, r, res.Status, res.Message)
+		out, res = p.rw.Rewrite(body, policy)
+	}
+	if res.Outcome == kvhints.OutcomeRejected {
+		return p.reject(s, r, res.Status, res.Message)
+	}
+	switch {
+	case detect:
+	case editor && len(edits) > 0:
+		if err := ed.EditRequestBody(size, edits); err != nil {
+			return p.fail(id, s, "cannot edit request body: "+err.Error())
 		}
-		if !sameBytes(out, body) {
-			if err := p.host.ReplaceRequestBody(size, out); err != nil {
-				return p.fail(id, s, "cannot replace request body: "+err.Error())
-			}
+	case !editor && !sameBytes(out, body):
+		if err := p.host.ReplaceRequestBody(size, out); err != nil {
+			return p.fail(id, s, "cannot replace request body: "+err.Error())
 		}
 	}
 	switch res.Outcome {
