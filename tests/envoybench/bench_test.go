@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 //	KVGATE_WASM               another build of the module, for rows d and e
 //	KVGATE_WASM_B             a second build, measured in rows d' and e'
 //	KVGATE_ENVOY_ROWS         only these rows (IDs separated by commas)
+//	KVGATE_ENVOY_LOADS        only these loads (names separated by commas, as
+//	                          in load.Name), to profile one of them alone
 //	KVGATE_ENVOYBENCH_OUT     a directory to write envoy.md (the table) and
 //	                          envoy.txt (every sample, in Go benchmark format
 //	                          for benchstat) into
@@ -42,6 +44,12 @@ type settings struct {
 	Window      time.Duration
 	Concurrency int
 	Out         string
+	Loads       []string // nil: every load
+}
+
+// runs reports whether the run measures load l.
+func (s settings) runs(l load) bool {
+	return s.Loads == nil || slices.Contains(s.Loads, l.Name)
 }
 
 func settingsFromEnv() settings {
@@ -55,7 +63,24 @@ func settingsFromEnv() settings {
 	if n, err := strconv.Atoi(os.Getenv("KVGATE_ENVOY_CONCURRENCY")); err == nil && n > 0 {
 		s.Concurrency = n
 	}
+	if v := os.Getenv("KVGATE_ENVOY_LOADS"); v != "" {
+		s.Loads = strings.Split(v, ",")
+	}
 	return s
+}
+
+// check refuses a load name that no load has, which would measure nothing.
+func (s settings) check() error {
+	for _, name := range s.Loads {
+		if !slices.ContainsFunc(loads, func(l load) bool { return l.Name == name }) {
+			var names []string
+			for _, l := range loads {
+				names = append(names, l.Name)
+			}
+			return fmt.Errorf("KVGATE_ENVOY_LOADS: no load %q (the loads: %s)", name, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // A load is one of the three measurements of every row in a round.
@@ -257,6 +282,9 @@ func (h *harness) measure(s settings, log func(string, ...any)) results {
 		}
 		for li, l := range loads {
 			res[li][round] = map[string]sample{}
+			if !s.runs(l) {
+				continue
+			}
 			for _, r := range order {
 				cl, body := h.many[r.ID], r.bodies().small
 				if l.Clients == 1 {
@@ -279,6 +307,9 @@ func (h *harness) measure(s settings, log func(string, ...any)) results {
 func (res results) errors(rs []*row) []string {
 	var out []string
 	for li, l := range loads {
+		if !res.measured(li) {
+			continue
+		}
 		for _, r := range rs {
 			n, errs, first := 0, 0, error(nil)
 			for _, round := range res[li] {
@@ -295,6 +326,11 @@ func (res results) errors(rs []*row) []string {
 		}
 	}
 	return out
+}
+
+// measured reports whether the run measured load li (settings.runs).
+func (res results) measured(li int) bool {
+	return len(res[li]) > 0 && len(res[li][0]) > 0
 }
 
 // stat is one row's figure for one load: the median over the rounds of
@@ -336,13 +372,29 @@ func (res results) table(rs []*row, s settings) string {
 		if r.Ext {
 			name += " ¹"
 		}
+		var cells []string
 		if r.ID == baseline {
-			fmt.Fprintf(&b, "| %s | %s | %.0f | **100 %%** | %.0f µs | **0** | %.0f µs | **0** | %.2f ms | **0** | %.0f µs | **0** | %.0f µs | **0** |\n",
-				r.ID, name, thr.Value, c64.Value, small.Value, large.Value/1e3, cl.Value, cs.Value)
-			continue
+			cells = []string{
+				fmt.Sprintf("%.0f | **100 %%** | %.0f µs | **0**", thr.Value, c64.Value),
+				fmt.Sprintf("%.0f µs | **0**", small.Value),
+				fmt.Sprintf("%.2f ms | **0** | %.0f µs | **0**", large.Value/1e3, cl.Value),
+				fmt.Sprintf("%.0f µs | **0**", cs.Value),
+			}
+		} else {
+			cells = []string{
+				fmt.Sprintf("%.0f | %.1f %% | %.0f µs | %+.0f µs", thr.Value, 100*thr.Ratio, c64.Value, c64.Diff),
+				fmt.Sprintf("%.0f µs | %+.0f µs", small.Value, small.Diff),
+				fmt.Sprintf("%.2f ms | %+.0f µs | %.0f µs | %+.0f µs", large.Value/1e3, large.Diff, cl.Value, cl.Diff),
+				fmt.Sprintf("%.0f µs | %+.0f µs", cs.Value, cs.Diff),
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f %% | %.0f µs | %+.0f µs | %.0f µs | %+.0f µs | %.2f ms | %+.0f µs | %.0f µs | %+.0f µs | %.0f µs | %+.0f µs |\n",
-			r.ID, name, thr.Value, 100*thr.Ratio, c64.Value, c64.Diff, small.Value, small.Diff, large.Value/1e3, large.Diff, cl.Value, cl.Diff, cs.Value, cs.Diff)
+		for li := range cells {
+			if !res.measured(li) { // a load left out (KVGATE_ENVOY_LOADS): a dash per column
+				cells[li] = strings.Repeat(" – |", strings.Count(cells[li], "|")+1)
+				cells[li] = strings.TrimSuffix(strings.TrimPrefix(cells[li], " "), " |")
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.ID, name, strings.Join(cells, " | "))
 	}
 	for _, r := range rs {
 		if r.Ext {
@@ -368,6 +420,9 @@ func (res results) benchfmt(rs []*row) string {
 		fmt.Fprintf(&b, "cpu: %s\n", c)
 	}
 	for li, l := range loads {
+		if !res.measured(li) {
+			continue
+		}
 		for _, round := range res[li] {
 			base := round[baseline]
 			for _, r := range rs {
@@ -413,6 +468,9 @@ func cpuModel() string {
 //	KVGATE_ENVOY=$PWD/../../.venv/bin/envoy go test -run '^$' -bench Envoy -benchtime 1x -timeout 20m
 func BenchmarkEnvoy(b *testing.B) {
 	s := settingsFromEnv()
+	if err := s.check(); err != nil {
+		b.Fatal(err)
+	}
 	h := start(b, s.Concurrency)
 	for _, r := range h.Rows {
 		if err := h.check(r); err != nil {
@@ -528,4 +586,50 @@ func TestRows(t *testing.T) {
 		t.Errorf("benchstat lines: %d, want %d", n, len(loads)*len(h.Rows))
 	}
 	t.Logf("\n%s", table)
+}
+
+// TestLoadsLeftOut checks a run of some loads alone (KVGATE_ENVOY_LOADS):
+// an unknown name is refused, the loads left out read as dashes in the
+// table and have no benchstat lines, and their empty samples are no
+// failures.
+func TestLoadsLeftOut(t *testing.T) {
+	if err := (settings{Loads: []string{"1MiB-1client", "2MiB"}}).check(); err == nil || !strings.Contains(err.Error(), `"2MiB"`) {
+		t.Errorf("an unknown load: %v, want it named in an error", err)
+	}
+	s := settings{Rounds: 2, Window: time.Second, Concurrency: 1, Loads: []string{"1MiB-1client"}}
+	if err := s.check(); err != nil {
+		t.Fatal(err)
+	}
+	rs := []*row{{ID: baseline, Name: "buffer filter"}, {ID: "n", Name: "native"}}
+	res := make(results, len(loads))
+	for li, l := range loads {
+		res[li] = make([]map[string]sample, s.Rounds)
+		for round := range res[li] {
+			res[li][round] = map[string]sample{}
+			if !s.runs(l) {
+				continue
+			}
+			res[li][round][baseline] = sample{N: 10, Elapsed: time.Second, P50: time.Millisecond, CPU: 700 * time.Microsecond}
+			res[li][round]["n"] = sample{N: 10, Elapsed: time.Second, P50: 1200 * time.Microsecond, CPU: 900 * time.Microsecond}
+		}
+	}
+	if errs := res.errors(rs); len(errs) > 0 {
+		t.Errorf("errors of loads left out: %q", errs)
+	}
+	table := res.table(rs, s)
+	for _, want := range []string{
+		"| b | buffer filter | – | – | – | – | – | – | 1.00 ms | **0** | 700 µs | **0** | – | – |",
+		"| n | native | – | – | – | – | – | – | 1.20 ms | +200 µs | 900 µs | +200 µs | – | – |",
+	} {
+		if !strings.Contains(table, want+"\n") {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	bf := res.benchfmt(rs)
+	if n := strings.Count(bf, "\nBenchmarkEnvoy/"); n != s.Rounds*len(rs) {
+		t.Errorf("benchstat lines: %d, want %d:\n%s", n, s.Rounds*len(rs), bf)
+	}
+	if strings.Contains(bf, "4KiB") {
+		t.Errorf("benchstat lines of a load left out:\n%s", bf)
+	}
 }
