@@ -27,7 +27,7 @@ run: godeps sidecar
 sidecar:
 	$(GO) build -trimpath -o bin/sidecar ./cmd/sidecar
 
-test: deps envoy-module lint wasm-check wasip1 native-test unit race oracle fuzz bench-smoke deploy
+test: deps envoy-module lint wasm-check wasip1 native-test native-arm64 unit race oracle fuzz bench-smoke deploy
 # issue 23: the ecosystem's own tools on the chart, manifests and rules, and
 # the oldest supported Envoy (the newest is .venv's, in unit).
 test: deploy-tools test-envoy-oldest
@@ -135,7 +135,7 @@ bench-smoke:
 # The deploy module (deploy/, its own go.mod): the Helm chart, the rules and
 # dashboard against the exported series, the compose file, and the release
 # built twice and compared.
-deploy: pydeps
+deploy: pydeps cross-cc
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # make release VERSION=v0.1.0: the artifacts in dist/ (deploy/README.md).
@@ -239,9 +239,27 @@ envoy-module:
 run-envoy-native: pydeps envoy-module
 	$(KVGATE_ENVOY) -c envoy/envoy-native.yaml --disable-hot-restart
 
-# The release ships bin/libkvgate.so's build beside the wasm module; this
-# line only makes sure gcc is there.
-release: envoy-module
+# The release ships the module for linux/amd64 and linux/arm64 beside the
+# wasm module; these lines only make sure both C compilers are there.
+release: envoy-module cross-cc
+
+# `make native-arm64` builds the module for linux/arm64 with Debian's cross
+# compiler (bin/linux-arm64/libkvgate.so) and runs the module's, the
+# guest's and the rulebook's tests as arm64 binaries under qemu-user (the
+# portable scan; the AVX2 one is amd64's). Both are installed with apt-get
+# when missing.
+.PHONY: native-arm64 cross-cc
+ARM64_ENV := CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc
+ARM64_EXEC := qemu-aarch64-static -L /usr/aarch64-linux-gnu
+
+cross-cc:
+	@command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64-static >/dev/null || { \
+		apt-get update && apt-get install -y --no-install-recommends gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static; }
+
+native-arm64: cross-cc
+	$(ARM64_ENV) $(GO) build -trimpath -buildmode=c-shared -o bin/linux-arm64/libkvgate.so ./envoy/native/libkvgate
+	rm -f bin/linux-arm64/libkvgate.h
+	$(ARM64_ENV) $(GO) test -count=1 -exec '$(ARM64_EXEC)' ./envoy/native/... ./filter/ ./kvhints/
 
 native-test: pydeps envoy-module
 	$(GO) test -count=1 ./envoy/native/... ./envoy/

@@ -6,7 +6,7 @@
 //	kvgate-sidecar-linux-*     the sidecar's static binaries
 //	kvhints-{linux,darwin}-*   the kvhints CLI
 //	kvgate.wasm                the module itself (for file:// and https:// URLs)
-//	libkvgate-linux-amd64.so   the native Envoy dynamic module (envoy/native), for Envoy 1.40
+//	libkvgate-linux-*.so       the native Envoy dynamic module (envoy/native), for Envoy 1.39 and 1.40
 //	wasmplugin.yaml            envoy/istio/wasmplugin.yaml with the release's image and digest
 //	images.txt                 each image's reference and digest
 //	SHA256SUMS                 sha256sum's format, for every file above
@@ -155,10 +155,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	// The native module, beside the wasm one (its checksum in SHA256SUMS).
-	logf("build %s", NativeModule)
-	if err := nativeBuild(ctx, o, filepath.Join(o.Out, NativeModule)); err != nil {
-		return nil, err
+	// The native modules, beside the wasm one (their checksums in SHA256SUMS).
+	for _, m := range NativeModules {
+		logf("build %s", m.File)
+		if err := nativeBuild(ctx, o, m, filepath.Join(o.Out, m.File)); err != nil {
+			return nil, err
+		}
 	}
 
 	// The sidecar image.
@@ -203,35 +205,50 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// NativeModule is the release's native Envoy dynamic module: built with
-// cgo for linux/amd64 (the one platform with a C toolchain here), loaded by
-// envoy/envoy-native.yaml's filter by file name, or as lib<name>.so from
-// $ENVOY_DYNAMIC_MODULES_SEARCH_PATH once renamed libkvgate.so.
-const NativeModule = "libkvgate-linux-amd64.so"
+// A Native is one build of the native Envoy dynamic module: the file the
+// release names it, its GOARCH and the C compiler cgo builds it with.
+// Envoy's filter loads it by file name (envoy/envoy-native.yaml), or as
+// lib<name>.so from $ENVOY_DYNAMIC_MODULES_SEARCH_PATH once renamed
+// libkvgate.so.
+type Native struct {
+	File, Arch, CC string
+}
 
-// nativeBuild builds envoy/native/libkvgate as a C shared library,
-// reproducibly: -trimpath, no build ID, no symbol table, fixed GOAMD64, and
-// cgo's C compiled with the system gcc (the same gcc gives the same bytes).
-func nativeBuild(ctx context.Context, o Options, out string) error {
+// NativeModules are the release's native modules: linux/amd64 with the
+// system gcc, linux/arm64 with Debian's cross compiler
+// (gcc-aarch64-linux-gnu, which make release installs when it is missing).
+var NativeModules = []Native{
+	{File: "libkvgate-linux-amd64.so", Arch: "amd64", CC: "gcc"},
+	{File: "libkvgate-linux-arm64.so", Arch: "arm64", CC: "aarch64-linux-gnu-gcc"},
+}
+
+// nativeBuild builds envoy/native/libkvgate for m as a C shared library,
+// reproducibly: -trimpath, no build ID, no symbol table, fixed GOAMD64 and
+// GOARM64, and cgo's C compiled with m.CC (the same compiler gives the
+// same bytes).
+func nativeBuild(ctx context.Context, o Options, m Native, out string) error {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		return fmt.Errorf("release: the native module (%s) is built on linux/amd64 only, not %s/%s", NativeModule, runtime.GOOS, runtime.GOARCH)
+		return fmt.Errorf("release: the native modules are built on linux/amd64 only, not %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	if _, err := exec.LookPath(m.CC); err != nil {
+		return fmt.Errorf("release: %s needs the C compiler %s (make release installs it): %v", m.File, m.CC, err)
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-buildmode=c-shared",
 		"-ldflags", "-s -w -buildid=", "-o", out, "./envoy/native/libkvgate")
 	cmd.Dir = o.Root
-	env := []string{"CGO_ENABLED=1", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=-buildvcs=false", "GOAMD64=v1", "GOEXPERIMENT=", "GOWORK=off",
-		"CGO_CFLAGS=-O2 -g0"}
+	env := []string{"CGO_ENABLED=1", "GOOS=linux", "GOARCH=" + m.Arch, "CC=" + m.CC, "GOFLAGS=-buildvcs=false",
+		"GOAMD64=v1", "GOARM64=v8.0", "GOEXPERIMENT=", "GOWORK=off", "CGO_CFLAGS=-O2 -g0"}
 	for _, e := range os.Environ() {
 		k, _, _ := strings.Cut(e, "=")
 		switch k {
-		case "CGO_ENABLED", "GOOS", "GOARCH", "GOFLAGS", "GOAMD64", "GOEXPERIMENT", "GOWORK", "CGO_CFLAGS":
+		case "CGO_ENABLED", "GOOS", "GOARCH", "CC", "GOFLAGS", "GOAMD64", "GOARM64", "GOEXPERIMENT", "GOWORK", "CGO_CFLAGS":
 			continue
 		}
 		env = append(env, e)
 	}
 	cmd.Env = env
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build -buildmode=c-shared ./envoy/native/libkvgate: %v\n%s", err, b)
+		return fmt.Errorf("go build -buildmode=c-shared ./envoy/native/libkvgate (%s): %v\n%s", m.Arch, err, b)
 	}
 	// go build writes the cgo export header beside the library.
 	return os.Remove(strings.TrimSuffix(out, ".so") + ".h")

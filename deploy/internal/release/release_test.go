@@ -10,6 +10,7 @@ import (
 	"debug/macho"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -95,36 +96,124 @@ func TestReleaseReproducible(t *testing.T) {
 	t.Run("native", func(t *testing.T) { checkNative(t, a) })
 }
 
-// checkNative: the native module is an x86-64 ELF shared object that
-// exports the dynamic-module hooks Envoy looks up.
+// checkNative: each native module is an ELF shared object for its machine
+// that exports the dynamic-module hooks Envoy looks up, and loads and
+// answers Envoy's first call as the amd64 build does (checkNativeLoads).
 func checkNative(t *testing.T, dir string) {
-	f, err := elf.Open(filepath.Join(dir, NativeModule))
-	if err != nil {
-		t.Fatal(err)
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	answers := map[string][2]string{}
+	for _, m := range NativeModules {
+		f, err := elf.Open(filepath.Join(dir, m.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if f.Type != elf.ET_DYN || f.Machine != machines[m.Arch] {
+			t.Errorf("%s: type %v machine %v, want a shared object for %v", m.File, f.Type, f.Machine, machines[m.Arch])
+		}
+		syms, err := f.DynamicSymbols()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exported := map[string]bool{}
+		var callbacks []string
+		for _, s := range syms {
+			switch {
+			case s.Section != elf.SHN_UNDEF:
+				exported[s.Name] = true
+			case strings.HasPrefix(s.Name, "envoy_dynamic_module_callback_"):
+				if elf.ST_BIND(s.Info) != elf.STB_WEAK {
+					t.Errorf("%s: the callback %s is not weak: the module would not load into an Envoy without it", m.File, s.Name)
+				}
+				callbacks = append(callbacks, s.Name)
+			}
+		}
+		for _, name := range []string{"envoy_dynamic_module_on_program_init", "envoy_dynamic_module_on_http_filter_config_new",
+			"envoy_dynamic_module_on_http_filter_new", "envoy_dynamic_module_on_http_filter_request_body"} {
+			if !exported[name] {
+				t.Errorf("%s does not export %s", m.File, name)
+			}
+		}
+		if len(callbacks) == 0 {
+			t.Errorf("%s imports no Envoy callbacks", m.File)
+		}
+		if _, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(m.File, ".so")+".h")); err == nil {
+			t.Errorf("the cgo export header of %s was left in the release", m.File)
+		}
+		answers[m.Arch] = checkNativeLoads(t, filepath.Join(dir, m.File), m, callbacks)
 	}
-	defer f.Close()
-	if f.Type != elf.ET_DYN || f.Machine != elf.EM_X86_64 {
-		t.Errorf("%s: type %v machine %v, want a shared object for x86-64", NativeModule, f.Type, f.Machine)
+	want := answers["amd64"]
+	if !regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(want[0]) {
+		t.Errorf("the amd64 module, with Envoy's callbacks: %q, want its ABI version", want[0])
 	}
-	syms, err := f.DynamicSymbols()
-	if err != nil {
-		t.Fatal(err)
+	if !strings.HasPrefix(want[1], "refused\nkvgate: this Envoy does not provide the dynamic-module callback envoy_dynamic_module_callback_") {
+		t.Errorf("the amd64 module, without Envoy's callbacks: %q, want it refused, naming the one missing", want[1])
 	}
-	exported := map[string]bool{}
-	for _, s := range syms {
-		if s.Section != elf.SHN_UNDEF {
-			exported[s.Name] = true
+	for arch, got := range answers {
+		if got != want {
+			t.Errorf("the %s module answered %q, the amd64 one %q", arch, got, want)
 		}
 	}
-	for _, name := range []string{"envoy_dynamic_module_on_program_init", "envoy_dynamic_module_on_http_filter_config_new",
-		"envoy_dynamic_module_on_http_filter_new", "envoy_dynamic_module_on_http_filter_request_body"} {
-		if !exported[name] {
-			t.Errorf("%s does not export %s", NativeModule, name)
+}
+
+// loaderC is a program that loads a module as Envoy does (dlopen, then
+// envoy_dynamic_module_on_program_init) and prints the ABI version it
+// returns, or "refused". Where %s stands go Envoy's callbacks: stubs
+// exported with -rdynamic (the call only checks that they are there), or
+// nothing, as in an Envoy without them.
+const loaderC = `#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+%s
+int main(int argc, char **argv) {
+	void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+	if (!h) { fprintf(stderr, "dlopen: %%s\n", dlerror()); return 2; }
+	const char *(*init)(void) = (const char *(*)(void))dlsym(h, "envoy_dynamic_module_on_program_init");
+	if (!init) { fprintf(stderr, "dlsym: %%s\n", dlerror()); return 3; }
+	const char *v = init();
+	printf("%%s\n", v ? v : "refused");
+	return 0;
+}
+`
+
+// checkNativeLoads loads module, built for m.Arch, in a program built with
+// m.CC (an arm64 one runs under qemu-user, which make test installs), with
+// Envoy's callbacks and without them, and returns the two answers: the ABI
+// version, and "refused" followed by what the module wrote to stderr.
+func checkNativeLoads(t *testing.T, module string, m Native, callbacks []string) [2]string {
+	t.Helper()
+	var run []string
+	if m.Arch != runtime.GOARCH {
+		qemu, err := exec.LookPath("qemu-aarch64-static")
+		if err != nil {
+			t.Fatalf("%s: qemu-aarch64-static runs the arm64 module here (make test installs qemu-user-static): %v", m.File, err)
 		}
+		run = []string{qemu, "-L", "/usr/aarch64-linux-gnu"}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "libkvgate-linux-amd64.h")); err == nil {
-		t.Error("the cgo export header was left in the release")
+	var stubs strings.Builder
+	for _, c := range callbacks {
+		fmt.Fprintf(&stubs, "void %s(void) { abort(); }\n", c)
 	}
+	var got [2]string
+	for i, with := range []string{stubs.String(), ""} {
+		src := filepath.Join(t.TempDir(), "loader.c")
+		if err := os.WriteFile(src, []byte(fmt.Sprintf(loaderC, with)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bin := strings.TrimSuffix(src, ".c")
+		if b, err := exec.Command(m.CC, "-rdynamic", "-o", bin, src, "-ldl").CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", m.CC, src, err, b)
+		}
+		args := append(slices.Clone(run), bin, module)
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s loading %s: %v\n%s%s", strings.Join(args, " "), m.File, err, stdout.Bytes(), stderr.Bytes())
+		}
+		got[i] = strings.TrimSpace(stdout.String() + stderr.String())
+	}
+	return got
 }
 
 // tree maps every file under dir to its SHA-256.
@@ -165,7 +254,7 @@ func checkSums(t *testing.T, dir string) {
 		listed = append(listed, name)
 	}
 	want := []string{"images.txt", "kvgate-sidecar-linux-amd64", "kvgate-sidecar-linux-arm64", "kvgate.wasm",
-		"kvhints-darwin-amd64", "kvhints-darwin-arm64", "kvhints-linux-amd64", "kvhints-linux-arm64", NativeModule, "wasmplugin.yaml"}
+		"kvhints-darwin-amd64", "kvhints-darwin-arm64", "kvhints-linux-amd64", "kvhints-linux-arm64", "libkvgate-linux-amd64.so", "libkvgate-linux-arm64.so", "wasmplugin.yaml"}
 	if !slices.Equal(listed, want) {
 		t.Errorf("SHA256SUMS lists %v, want %v", listed, want)
 	}
