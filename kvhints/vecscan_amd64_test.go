@@ -226,6 +226,30 @@ func TestVectorScanRandom(t *testing.T) {
 	}
 }
 
+// TestVectorScanEscapeBlocks puts two escapes, good or bad, at every pair
+// of offsets in 96 bytes of ASCII text: the blocks escfast reads at once
+// (lone simple escapes, no quote, no control byte) and every way one just
+// fails that test, at each edge of a block.
+func TestVectorScanEscapeBlocks(t *testing.T) {
+	if !cpuVec {
+		t.Skip("no AVX2 on this CPU")
+	}
+	t.Cleanup(func() { vecScan = cpuVec })
+	escs := []string{`\n`, `\"`, `\/`, `\b`, `\f`, `\r`, `\t`, `\\`, `\u00e9`, `\x`, `\a`, `\N`, `\'`, `\ `, "\\\x00", `"`, "\x01", `\\\"`, `\`}
+	for _, e1 := range escs {
+		for _, e2 := range escs[:9] {
+			for i := 0; i < 66; i++ {
+				for j := i + len(e1); j < 70; j += 3 {
+					b := []byte(strings.Repeat("x", 96))
+					copy(b[i:], e1)
+					copy(b[j:], e2)
+					checkVec(t, b)
+				}
+			}
+		}
+	}
+}
+
 // TestVectorScanBenchBodies: the benchmark bodies are decided the same
 // way on both paths.
 func TestVectorScanBenchBodies(t *testing.T) {
@@ -284,7 +308,8 @@ func setVecScan(tb testing.TB, on bool) bool {
 
 // BenchmarkStringRun is one call of stringRunAVX2: on a short key, where
 // the call's fixed cost (its constants) is all of it, and on a 4 KiB
-// string of prose. A chat body makes one call per string of 40 bytes or
+// string of prose, plain and with a simple escape every few words (text
+// pasted from code or a transcript). A chat body makes one call per string of 40 bytes or
 // more from the end of the body, so the short case is most calls.
 func BenchmarkStringRun(b *testing.B) {
 	if !vecScan {
@@ -293,10 +318,12 @@ func BenchmarkStringRun(b *testing.B) {
 	for _, c := range []struct{ name, text string }{
 		{"short", `role":"user","content":"` + strings.Repeat(" ", 40)},
 		{"4KiB", strings.Repeat(`Large language model serving stacks route each request. `, 72) + `"}]}` + strings.Repeat(" ", 40)},
+		{"4KiB-escapes", strings.Repeat(`He wrote \"route it\" and\n\tthen served each request. `, 72) + `"}]}` + strings.Repeat(" ", 40)},
 	} {
 		text := []byte(c.text)
 		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(bytes.IndexByte(text, '"')))
+			n, _ := stringRunAVX2(text, true) // what one call reads
+			b.SetBytes(int64(n))
 			for b.Loop() {
 				stringRunAVX2(text, true)
 			}
