@@ -11,8 +11,9 @@
 // constants. Escapes are ASCII, so UTF-8 is validated across them as if
 // they were text; within a block the specials are taken in turn, each
 // escape clearing the specials it covers. Blocks of plain ASCII after
-// ASCII take the first loop; a run of clean blocks with multibyte
-// characters, the second (u8loop); the rest goes through trouble.
+// ASCII take the first loop; a block of ASCII whose escapes are all
+// simple and inside it, escfast; a run of clean blocks with multibyte
+// characters, the second loop (u8loop); the rest goes through trouble.
 //
 // UTF-8 is validated with three 16-entry tables indexed by the nibbles of
 // each byte and the byte before it (prev1); their AND has a bit set for
@@ -68,6 +69,28 @@ DATA quoteSlash<>+8(SB)/8, $0x8080805C80808080
 DATA quoteSlash<>+16(SB)/8, $0x8080808080228080
 DATA quoteSlash<>+24(SB)/8, $0x8080805C80808080
 GLOBL quoteSlash<>(SB), RODATA|NOPTR, $32
+
+// escfast's tables: escLow by a byte's low nibble and escHigh by its high
+// one have a bit in common exactly for the bytes that make a simple escape
+// after a backslash, other than the backslash: '"' and '/' (high nibble 2,
+// bit 0x01), b, f, n (6, 0x02), r and t (7, 0x04).
+DATA escLow<>+0(SB)/8, $0x0002000400070000
+DATA escLow<>+8(SB)/8, $0x0102000000000000
+DATA escLow<>+16(SB)/8, $0x0002000400070000
+DATA escLow<>+24(SB)/8, $0x0102000000000000
+GLOBL escLow<>(SB), RODATA|NOPTR, $32
+
+DATA escHigh<>+0(SB)/8, $0x0402000000010000
+DATA escHigh<>+8(SB)/8, $0x0000000000000000
+DATA escHigh<>+16(SB)/8, $0x0402000000010000
+DATA escHigh<>+24(SB)/8, $0x0000000000000000
+GLOBL escHigh<>(SB), RODATA|NOPTR, $32
+
+DATA backslash<>+0(SB)/8, $0x5C5C5C5C5C5C5C5C
+DATA backslash<>+8(SB)/8, $0x5C5C5C5C5C5C5C5C
+DATA backslash<>+16(SB)/8, $0x5C5C5C5C5C5C5C5C
+DATA backslash<>+24(SB)/8, $0x5C5C5C5C5C5C5C5C
+GLOBL backslash<>(SB), RODATA|NOPTR, $32
 
 // The bytes VPBROADCASTB fills Y15, Y14, Y8 and Y7 with. From memory, not
 // through a general register: MOVQ into an X register is a legacy SSE
@@ -144,7 +167,46 @@ slow:
 	// ASCII after ASCII: specials, and nothing malformed.
 	VPMOVMSKB Y3, DX
 	XORL      R12, R12
-	JMP       skip
+	TESTL     R8, R8
+	JNZ       skip
+	BTQ       $8, R9
+	JCC       skip
+
+	// Escapes read a block at once (escfast): lone backslashes, each
+	// followed in the block by a byte simpleEscape accepts other than
+	// '\\', and no control byte or '"' of the text's own. Anything else,
+	// \u included, takes trouble's turns, which read the same block the
+	// same way.
+	VPCMPEQB  backslash<>(SB), Y1, Y4
+	VPMOVMSKB Y4, AX   // backslashes
+	TESTL     AX, AX
+	JZ        skip     // none: the string ends in the block
+	VPMOVMSKB Y2, R13  // '"' and '\\'
+	ANDNL     DX, R13, R14
+	JNZ       skip     // control bytes
+	BTL       $31, AX
+	JCS       skip     // an escape that ends in the next block
+	LEAL      (AX)(AX*1), R14 // the escaped bytes
+	TESTL     AX, R14
+	JNZ       skip     // '\\' after '\\'
+	ANDNL     R13, AX, R13    // the quotes
+	ANDNL     R13, R14, R13
+	JNZ       skip     // a quote not escaped: the end of the string
+	VPAND     Y15, Y1, Y5
+	VMOVDQU   escLow<>(SB), Y6
+	VPSHUFB   Y5, Y6, Y5      // by the byte's low nibble
+	VPSRLW    $4, Y1, Y6
+	VPAND     Y15, Y6, Y6
+	VMOVDQU   escHigh<>(SB), Y12
+	VPSHUFB   Y6, Y12, Y6     // by its high nibble
+	VPAND     Y5, Y6, Y5      // not zero: '"', '/', b, f, n, r or t
+	VPXOR     Y6, Y6, Y6
+	VPCMPEQB  Y6, Y5, Y5
+	VPMOVMSKB Y5, R13
+	TESTL     R13, R14
+	JNZ       skip     // \u, or an escape that is not one
+	ORQ       $1, R9
+	JMP       next
 
 utf8:
 	MOVL     CX, R10

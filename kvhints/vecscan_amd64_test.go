@@ -248,6 +248,21 @@ func TestVectorScanEscapeBlocks(t *testing.T) {
 			}
 		}
 	}
+	// Blocks dense with escapes, now and then one the block-at-once
+	// reading must leave to the turns.
+	pieces := []string{"x", "x", "x", `\n`, `\"`, `\/`, `\t`, `\\`, `\u00e9`, `"`, "\x01", "é", `\q`}
+	r := rand.New(rand.NewPCG(24, 4))
+	for range 20000 {
+		var b []byte
+		for len(b) < 100 {
+			p := pieces[r.IntN(len(pieces))]
+			if strings.ContainsAny(p, `\"`+"\x01é") && r.IntN(4) > 0 {
+				p = pieces[3+r.IntN(4)]
+			}
+			b = append(b, p...)
+		}
+		checkVec(t, b)
+	}
 }
 
 // TestVectorScanBenchBodies: the benchmark bodies are decided the same
@@ -270,6 +285,7 @@ func FuzzVectorScan(f *testing.F) {
 		f.Add([]byte(strings.Repeat("abc", 10) + s + strings.Repeat("я", 20) + `"`))
 		f.Add([]byte(strings.Repeat("中", 10) + s + strings.Repeat("x", 40)))
 	}
+	f.Add([]byte(strings.Repeat(`ab\"c\n\td\/`, 12) + `"`))
 	f.Add([]byte(`{"kv_hints":{"a":"` + strings.Repeat("é\\n", 30) + `"},"b":"` + strings.Repeat("\xed\xa0\x80", 20) + `"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if !cpuVec {
