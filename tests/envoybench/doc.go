@@ -18,6 +18,7 @@
 //	e  kvgate, trusted, admitting a 2 KiB envelope
 //	f  the same rule in an ext_proc server (Go, gRPC, kvhints natively)
 //	n0 a do-nothing dynamic module in C, no Go runtime (testdata/cmodule)
+//	nb the C module holding headers and buffering the body, as b does
 //	n  kvgate's native dynamic module (bin/libkvgate.so), untrusted
 //	n2 the native module, trusted, admitting a 2 KiB envelope
 //

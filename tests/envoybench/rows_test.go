@@ -162,6 +162,7 @@ func allRows() []*row {
 		{ID: "e", Name: "kvgate, trusted, 2 KiB envelope", Filters: "kvgate", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 		{ID: "f", Name: "ext_proc (Go gRPC), untrusted", Filters: "ext_proc", Rewrites: true, Ext: true},
 		{ID: "n0", Name: "bare dynamic module, no-op (C, no Go runtime)", Filters: "native-c"},
+		{ID: "nb", Name: "bare dynamic module, buffers the body (C, no Go runtime)", Filters: "native-c", PluginConfig: "buffer"},
 		// nc runs only alone among the native rows, with
 		// KVGATE_NATIVE_MODULE set to a kvgate_noop build (a process runs
 		// one Go module; envoy/native/noop.go): KVGATE_ENVOY_ROWS=b,n0,nc.
