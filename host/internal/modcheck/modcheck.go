@@ -13,6 +13,11 @@
 // they are bounded by count instead: MaxLocals per function, and all of a
 // module's functions together by ModuleLocals.
 //
+// It also checks the one index wazero 1.12 trusts before checking it: the
+// type of each function, imported or defined. Its validator looks up the
+// type of a call's target by that index and panics when it lies beyond the
+// type section, instead of reporting the module invalid.
+//
 // Check walks only what it must to find those fields, in the sections and
 // forms wazero decodes (WebAssembly 2.0 and the name section, with the
 // typed references and recursion groups of the function-references and
@@ -53,11 +58,12 @@ func Check(module []byte) error {
 		if int64(size) > int64(r.end-r.p) {
 			return fmt.Errorf("section %d declares %d bytes; %d are left", id, size, r.end-r.p)
 		}
-		s := &reader{b: module, p: r.p, end: r.p + int(size), what: fmt.Sprintf("section %d (%s)", id, sectionName(id)), locals: r.locals}
+		s := &reader{b: module, p: r.p, end: r.p + int(size), what: fmt.Sprintf("section %d (%s)", id, sectionName(id)), locals: r.locals, types: r.types}
 		s.section(id)
 		if s.err != nil {
 			return s.err
 		}
+		r.types = s.types
 		if s.stop {
 			return nil
 		}
@@ -84,6 +90,8 @@ type reader struct {
 	stop   bool
 	// locals is how many more locals the module's functions may declare.
 	locals uint64
+	// types is how many types the type section declared.
+	types uint64
 }
 
 func (r *reader) failed() bool { return r.err != nil || r.stop }
@@ -165,12 +173,14 @@ func (r *reader) section(id byte) {
 		for i, n := 0, r.count("types"); i < n && !r.failed(); i++ {
 			if form := r.byte(); form != 0x4e {
 				r.funcType(form)
+				r.types++
 				continue
 			}
 			// A recursion group (the GC proposal's), which wazero reads
 			// as that many function types.
 			for j, m := 0, r.count("types in a recursion group"); j < m && !r.failed(); j++ {
 				r.funcType(r.byte())
+				r.types++
 			}
 		}
 	case 2: // imports
@@ -179,7 +189,7 @@ func (r *reader) section(id byte) {
 			r.name("an import name")
 			switch kind := r.byte(); kind {
 			case 0: // function: type index
-				r.u32()
+				r.typeIndex("import", i)
 			case 1: // table
 				r.table()
 			case 2: // memory
@@ -194,7 +204,11 @@ func (r *reader) section(id byte) {
 				r.stop = true
 			}
 		}
-	case 3, 4, 5, 6, 13: // functions, tables, memories, globals, tags
+	case 3: // functions: type indices
+		for i, n := 0, r.count("entries"); i < n && !r.failed(); i++ {
+			r.typeIndex("function", i)
+		}
+	case 4, 5, 6, 13: // tables, memories, globals, tags
 		r.count("entries")
 	case 7: // exports
 		for i, n := 0, r.count("exports"); i < n && !r.failed(); i++ {
@@ -208,6 +222,14 @@ func (r *reader) section(id byte) {
 		r.code()
 	case 11:
 		r.data()
+	}
+}
+
+// typeIndex reads the type index of the i'th function import or function,
+// which must name a declared type.
+func (r *reader) typeIndex(of string, i int) {
+	if t := r.u32(); !r.failed() && uint64(t) >= r.types {
+		r.fail("%s %d has type %d; %d types are declared", of, i, t, r.types)
 	}
 }
 

@@ -136,10 +136,25 @@ func TestCheckRefuses(t *testing.T) {
 		{"name subsection", module(sec(0, str("name"), []byte{1}, leb(huge))), "bytes of a name subsection declared"},
 		{"truncated", module(sec(7, leb(1), str("run"))), "section 7 (export): unexpected end"},
 		{"overlong number", module(sec(3, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01})), "number too long"},
+		{"function type", module(sec(1, leb(1), []byte{0x60, 0, 0}), sec(3, leb(2), leb(0), leb(1))), "section 3 (function): function 1 has type 1; 1 types are declared"},
+		{"import type", module(sec(2, leb(1), str("env"), str("f"), []byte{0, 0})), "section 2 (import): import 0 has type 0; 0 types are declared"},
+		{"type after a recursion group", module(sec(1, leb(2), []byte{0x4e}, leb(2), []byte{0x60, 0, 0, 0x60, 0, 0}, []byte{0x60, 0, 0}), sec(3, leb(1), leb(3))), "function 0 has type 3; 3 types are declared"},
 	} {
 		if err := Check(c.mod); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.err)
 		}
+	}
+}
+
+// TestCheckRefusesCallToUntypedFunction: FuzzInstrument's find, a module
+// whose function 0 calls function 3, declared with type 48 of 2. wazero
+// 1.12's validator looked the callee's type up unchecked and panicked
+// (index out of range) where it should have refused the module; the host
+// would have died loading such a file.
+func TestCheckRefusesCallToUntypedFunction(t *testing.T) {
+	mod := []byte("\x00asm\x01\x00\x00\x00\x01\t\x02`\x00\x00`\x01\x7f\x01\x7f\x02\f\x01\x03000\x040000\x00\x00\x03\x04\x03\x0100\x05\x03\x01\x000\x06\x06\x01\x7f\x01A0\v\nF\x03+\x010\x7f\x02@A0A0A0A0A0\x10\x03000000000000000000000000A\v\x02\x00\v\x15\x00000000000000000000A\v")
+	if err := Check(mod); err == nil || !strings.Contains(err.Error(), "function 1 has type 48; 2 types are declared") {
+		t.Fatalf("err = %v", err)
 	}
 }
 
@@ -160,9 +175,14 @@ func FuzzCheck(f *testing.F) {
 		}
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		if cm, err := rt.CompileModule(ctx, mod); err == nil {
-			_ = cm.Close(ctx)
-		}
+		func() {
+			// A panic is wazero's to fix and the host's to recover from
+			// (host.compileModule); this target is about memory.
+			defer func() { _ = recover() }()
+			if cm, err := rt.CompileModule(ctx, mod); err == nil {
+				_ = cm.Close(ctx)
+			}
+		}()
 		runtime.ReadMemStats(&after)
 		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 			t.Fatalf("a %d-byte module Check accepts made wazero allocate %d MiB", len(mod), grew>>20)
