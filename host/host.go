@@ -368,27 +368,13 @@ func (h *Host) compile(ctx context.Context, module []byte, closeOnDone bool) err
 			return fmt.Errorf("host: %s module: %w", m.name, err)
 		}
 	}
-	cm, err := compileModule(ctx, rt, module)
+	cm, err := modcheck.Compile(ctx, rt, module)
 	if err != nil {
 		_ = rt.Close(ctx)
 		return fmt.Errorf("host: compile filter module: %w", err)
 	}
 	h.rt, h.compiled = rt, cm
 	return nil
-}
-
-// compileModule is rt.CompileModule with a panic in wazero's decoder or
-// validator returned as an error: a malformed module file must not take
-// the process down. wazero 1.12 panicked on one (a call to a function of
-// an undeclared type), which modcheck now refuses before wazero sees it;
-// this keeps the next such bug an error too.
-func compileModule(ctx context.Context, rt wazero.Runtime, module []byte) (cm wazero.CompiledModule, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			cm, err = nil, fmt.Errorf("wazero failed on the module: %v", p)
-		}
-	}()
-	return rt.CompileModule(ctx, module)
 }
 
 // withMemory is linmem.WithAllocator, replaceable by benchmarks.

@@ -325,8 +325,9 @@ func setVecScan(tb testing.TB, on bool) bool {
 // BenchmarkStringRun is one call of stringRunAVX2: on a short key, where
 // the call's fixed cost (its constants) is all of it, and on a 4 KiB
 // string of prose, plain and with a simple escape every few words (text
-// pasted from code or a transcript). A chat body makes one call per string of 40 bytes or
-// more from the end of the body, so the short case is most calls.
+// pasted from code or a transcript). A chat body makes one call per
+// string of 40 bytes or more from the end of the body, so the short case
+// is most calls.
 func BenchmarkStringRun(b *testing.B) {
 	if !vecScan {
 		b.Skip("no AVX2 path here")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -193,20 +192,6 @@ func TestInstrumentRefuses(t *testing.T) {
 	}
 }
 
-// compile is rt.CompileModule with a panic as an error, as the host
-// compiles (host.compileModule): wazero 1.12 panics on some invalid modules
-// (modcheck refuses those known), and one the host refuses with an error
-// is no module to keep valid. The instrumented module is compiled without
-// it: a panic there is a module Instrument broke.
-func compile(ctx context.Context, rt wazero.Runtime, mod []byte) (cm wazero.CompiledModule, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			cm, err = nil, fmt.Errorf("wazero panicked: %v", p)
-		}
-	}()
-	return rt.CompileModule(ctx, mod)
-}
-
 func mustInstrument(t *testing.T, mod []byte) []byte {
 	t.Helper()
 	im, err := Instrument(mod)
@@ -240,7 +225,11 @@ func FuzzInstrument(f *testing.F) {
 		if err != nil || modcheck.Check(mod) != nil {
 			return // the host refuses what modcheck refuses before wazero sees it
 		}
-		a, err := compile(ctx, rt, mod)
+		// As the host compiles: a wazero panic on the original is an
+		// error (modcheck.Compile), no module to keep valid. The
+		// instrumented one is compiled without it: a panic there is a
+		// module Instrument broke.
+		a, err := modcheck.Compile(ctx, rt, mod)
 		if err != nil {
 			return // not a valid module: nothing to keep valid
 		}

@@ -16,7 +16,9 @@
 // It also checks the one index wazero 1.12 trusts before checking it: the
 // type of each function, imported or defined. Its validator looks up the
 // type of a call's target by that index and panics when it lies beyond the
-// type section, instead of reporting the module invalid.
+// type section, instead of reporting the module invalid. Compile, which
+// the host and the tests compile through, turns such a panic into an
+// error for the cases Check does not know.
 //
 // Check walks only what it must to find those fields, in the sections and
 // forms wazero decodes (WebAssembly 2.0 and the name section, with the
@@ -28,9 +30,12 @@
 package modcheck
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/tetratelabs/wazero"
 )
 
 // MaxLocals is the most locals one function may declare: V8's limit, so a
@@ -70,6 +75,20 @@ func Check(module []byte) error {
 		r.p = s.end
 	}
 	return r.err
+}
+
+// Compile is rt.CompileModule with a panic in wazero's decoder or
+// validator returned as an error: a malformed module file must not take
+// the process down. wazero 1.12 panicked on one (a call to a function of
+// an undeclared type), which Check now refuses before wazero sees it;
+// Compile keeps the next such bug an error too.
+func Compile(ctx context.Context, rt wazero.Runtime, module []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cm, err = nil, fmt.Errorf("wazero failed on the module: %v", p)
+		}
+	}()
+	return rt.CompileModule(ctx, module)
 }
 
 func sectionName(id byte) string {

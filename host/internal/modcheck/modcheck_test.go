@@ -152,11 +152,28 @@ func TestCheckRefuses(t *testing.T) {
 // (index out of range) where it should have refused the module; the host
 // would have died loading such a file.
 func TestCheckRefusesCallToUntypedFunction(t *testing.T) {
-	mod := []byte("\x00asm\x01\x00\x00\x00\x01\t\x02`\x00\x00`\x01\x7f\x01\x7f\x02\f\x01\x03000\x040000\x00\x00\x03\x04\x03\x0100\x05\x03\x01\x000\x06\x06\x01\x7f\x01A0\v\nF\x03+\x010\x7f\x02@A0A0A0A0A0\x10\x03000000000000000000000000A\v\x02\x00\v\x15\x00000000000000000000A\v")
+	mod := []byte(untypedCall)
 	if err := Check(mod); err == nil || !strings.Contains(err.Error(), "function 1 has type 48; 2 types are declared") {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestCompileRecovers: past Check, a panic in wazero's compiler is an
+// error, and the runtime goes on.
+func TestCompileRecovers(t *testing.T) {
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	cm, err := Compile(ctx, rt, []byte(untypedCall))
+	if err == nil || cm != nil || !strings.Contains(err.Error(), "wazero failed on the module") {
+		t.Fatalf("Compile = %v, %v", cm, err)
+	}
+	if _, err := Compile(ctx, rt, []byte("\x00asm\x01\x00\x00\x00")); err != nil {
+		t.Fatalf("after the panic: %v", err)
+	}
+}
+
+const untypedCall = "\x00asm\x01\x00\x00\x00\x01\t\x02`\x00\x00`\x01\x7f\x01\x7f\x02\f\x01\x03000\x040000\x00\x00\x03\x04\x03\x0100\x05\x03\x01\x000\x06\x06\x01\x7f\x01A0\v\nF\x03+\x010\x7f\x02@A0A0A0A0A0\x10\x03000000000000000000000000A\v\x02\x00\v\x15\x00000000000000000000A\v"
 
 // FuzzCheck: Check never panics, and a module it accepts never makes
 // wazero's decoder and compiler allocate more than a bounded amount,
@@ -175,14 +192,11 @@ func FuzzCheck(f *testing.F) {
 		}
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		func() {
-			// A panic is wazero's to fix and the host's to recover from
-			// (host.compileModule); this target is about memory.
-			defer func() { _ = recover() }()
-			if cm, err := rt.CompileModule(ctx, mod); err == nil {
-				_ = cm.Close(ctx)
-			}
-		}()
+		// A panic is wazero's to fix and Compile's to recover from; this
+		// target is about memory.
+		if cm, err := Compile(ctx, rt, mod); err == nil {
+			_ = cm.Close(ctx)
+		}
 		runtime.ReadMemStats(&after)
 		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 			t.Fatalf("a %d-byte module Check accepts made wazero allocate %d MiB", len(mod), grew>>20)
