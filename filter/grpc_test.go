@@ -395,7 +395,7 @@ func TestGRPCRefuse(t *testing.T) {
 	if a := p.OnRequestHeaders(6, 2, true); a != proxywasm.ActionContinue || h.local != nil {
 		t.Fatalf("GET without a body: %v %+v", a, h.local)
 	}
-	if n := h.counters[metric(filterspec.MetricRefused, "protocol", "grpc")]; n != 5 {
+	if n := h.counters[metric(filterspec.MetricRefused, "reason", "grpc")]; n != 5 {
 		t.Errorf("refused %d, want 5", n)
 	}
 	for _, c := range GRPCRefusedMessage {

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"math/bits"
 	"strconv"
 
 	"github.com/kvgate/kvgate/filterspec"
@@ -44,7 +45,23 @@ type stream struct {
 	// grpcUndecided: its body is being buffered until DecideGRPC can tell
 	// whether it passes uninspected.
 	grpcUndecided bool
+	// trust is the sender, once decided: trustUnknown, or the policy's
+	// Trusted as trustNo or trustYes, with rule the trusted_senders rule
+	// that matched (-1 for none).
+	trust uint8
+	rule  int32
+	// roFound are the router-only fields (bits of RouterOnly.Fields)
+	// among the headers; roReported: PropertyRouterOnly is set.
+	roFound    uint64
+	roReported bool
 }
+
+// The values of stream.trust.
+const (
+	trustUnknown uint8 = iota
+	trustNo
+	trustYes
+)
 
 // Plugin is the filter of one VM: its root contexts, its in-flight streams
 // and the kvhints.Rewriter they share (a VM runs one callback at a time).
@@ -134,7 +151,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 		p.host.Log(proxywasm.LogCritical, "kvgate: "+err.Error())
 		return false
 	}
-	names := filterspec.MetricNames()
+	names := cfg.MetricNames()
 	ids := make([]uint32, len(names))
 	for i, name := range names {
 		if ids[i], err = p.host.DefineCounter(name); err != nil {
@@ -152,7 +169,7 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	p.host.Log(proxywasm.LogInfo, "kvgate: configured: version="+filterspec.Version+" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
 		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
 		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String()+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len())+
-		" mode="+cfg.Mode.String())
+		" mode="+cfg.Mode.String()+routerOnlyLine(cfg.RouterOnly))
 	if cfg.Mode == filterspec.ModeDetect {
 		p.host.Log(proxywasm.LogWarn, "kvgate: mode=detect: hints are decided and reported (kvgate_kv_hints_detected_total, the access log's hint=detected) but forwarded as received; nothing is enforced")
 	}
@@ -182,7 +199,9 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	if r == nil || !r.ok || s.state != stNew {
 		return p.fail(id, s, "request headers on an unknown or unconfigured stream")
 	}
-	if endOfStream && r.cfg.GRPC != filterspec.GRPCRefuse {
+	ro := r.cfg.RouterOnly
+	roHeaders := ro.NumHeaders() > 0
+	if endOfStream && r.cfg.GRPC != filterspec.GRPCRefuse && !roHeaders {
 		s.state = stPass // no body, nothing to inspect
 		return proxywasm.ActionContinue
 	}
@@ -192,7 +211,13 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	}
 	cfg := &r.cfg
 	excluded, grpc, status, msg := false, false, 0, ""
+	var found uint64
 	err = proxywasm.ForEachHeader(hdrs, func(k, v []byte) {
+		if roHeaders {
+			if f := ro.Header(k); f >= 0 {
+				found |= 1 << f
+			}
+		}
 		switch {
 		case string(k) == ":path":
 			excluded = cfg.Excluded(v)
@@ -213,17 +238,22 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 	if err != nil {
 		return p.fail(id, s, "cannot parse request headers: "+err.Error())
 	}
-	if excluded {
-		s.state = stPass
-		return proxywasm.ActionContinue
-	}
 	s.grpcLabel = grpc
+	if found != 0 {
+		// Router-only headers go (or refuse the request) whatever else
+		// happens to it: excluded paths and gRPC requests included.
+		if a, done := p.routerOnlyHeaders(id, s, r, found); done {
+			return a
+		}
+	}
+	if excluded {
+		return p.pass(s)
+	}
 	if grpc && cfg.GRPC == filterspec.GRPCRefuse {
 		return p.refuseGRPC(s, r) // with or without a body
 	}
 	if endOfStream {
-		s.state = stPass
-		return proxywasm.ActionContinue
+		return p.pass(s)
 	}
 	if status == 413 && grpc {
 		status = 0 // the body's bytes decide; OnRequestBody applies the limit to a body that is not gRPC
@@ -326,9 +356,8 @@ func (p *Plugin) decideGRPC(id uint32, s *stream, r *root, size int, eos bool) (
 			if !pass {
 				return 0, false
 			}
-			s.state = stPass
 			p.count(r.ids[filterspec.Uninspected.Series(0)])
-			return proxywasm.ActionContinue, true
+			return p.pass(s), true
 		}
 		if len(b) < n || n == size {
 			break // all the host holds
@@ -373,17 +402,11 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 	limit := r.cfg.MaxBodyBytes
 	// The sender is decided first: the body's bytes are valid only until
 	// the next host call that returns bytes.
-	policy, rule := r.policy, -1
-	if r.cfg.TrustedSenders.Len() > 0 {
-		var err error
-		rule, err = p.senderRule(r.cfg.TrustedSenders)
-		if err != nil {
-			return p.fail(id, s, "cannot read the sender's properties: "+err.Error())
-		}
-		policy.Trusted = rule >= 0
+	policy, rule, err := p.sender(s, r)
+	if err != nil {
+		return p.fail(id, s, "cannot read the sender's properties: "+err.Error())
 	}
 	var body []byte
-	var err error
 	switch {
 	case size > 0:
 		body, err = p.host.RequestBody(size)
@@ -415,6 +438,9 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 		out, res = p.rw.Rewrite(body, policy)
 	}
 	if res.Outcome == kvhints.OutcomeRejected {
+		if res.RouterOnly != 0 {
+			return p.refuseRouterOnly(s, r, res.RouterOnly, res.Message)
+		}
 		return p.reject(s, r, res.Status, res.Message)
 	}
 	switch {
@@ -441,11 +467,126 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 			}
 		}
 	}
+	p.countFields(r, res.RouterOnly, detect)
 	if len(body) > 0 { // an empty body is no body, which hosts do not show
 		p.report(res, body, policy, rule, detect)
 	}
+	p.reportRouterOnly(s, r, res.RouterOnly)
 	s.state = stDone
 	return proxywasm.ActionContinue
+}
+
+// sender returns the policy for the stream's sender and the
+// trusted_senders rule that matched (-1 for none), deciding it once per
+// request: when its headers carry router-only fields, or when its body is
+// filtered.
+func (p *Plugin) sender(s *stream, r *root) (kvhints.Policy, int, error) {
+	policy := r.policy
+	if r.cfg.TrustedSenders.Len() == 0 {
+		return policy, -1, nil
+	}
+	if s.trust == trustUnknown {
+		rule, err := p.senderRule(r.cfg.TrustedSenders)
+		if err != nil {
+			return policy, -1, err
+		}
+		s.trust, s.rule = trustNo, int32(rule)
+		if rule >= 0 {
+			s.trust = trustYes
+		}
+	}
+	policy.Trusted = s.trust == trustYes
+	return policy, int(s.rule), nil
+}
+
+// routerOnlyHeaders handles the router-only headers of a request (found,
+// bits of RouterOnly.Fields): nothing for a trusted sender; for another,
+// counted and left in detect mode, the request refused under
+// "untrusted": "refuse" (done), or else every value of each removed.
+func (p *Plugin) routerOnlyHeaders(id uint32, s *stream, r *root, found uint64) (proxywasm.Action, bool) {
+	policy, _, err := p.sender(s, r)
+	if err != nil {
+		return p.fail(id, s, "cannot read the sender's properties: "+err.Error()), true
+	}
+	if policy.Trusted {
+		return 0, false
+	}
+	ro := r.cfg.RouterOnly
+	detect := r.cfg.Mode == filterspec.ModeDetect
+	if ro.Refuse && !detect {
+		return p.refuseRouterOnly(s, r, found, kvhints.RefusalMessage(ro.Fields()[bits.TrailingZeros64(found)])), true
+	}
+	if !detect {
+		for m := found; m != 0; m &= m - 1 {
+			if err := p.host.RemoveRequestHeader(ro.Fields()[bits.TrailingZeros64(m)]); err != nil {
+				return p.fail(id, s, "cannot remove a router-only header: "+err.Error()), true
+			}
+		}
+	}
+	p.countFields(r, found, detect)
+	s.roFound = found
+	return 0, false
+}
+
+// countFields counts the router-only fields in found: removed, or in
+// detect mode detected.
+func (p *Plugin) countFields(r *root, found uint64, detect bool) {
+	for m := found; m != 0; m &= m - 1 {
+		p.count(r.ids[r.cfg.RouterOnlySeries(detect, bits.TrailingZeros64(m))])
+	}
+}
+
+// reportRouterOnly sets PropertyRouterOnly once, when the request carried
+// router-only fields: those of its headers and body (bits of
+// RouterOnly.Fields). It allocates, but only for such a request.
+func (p *Plugin) reportRouterOnly(s *stream, r *root, body uint64) {
+	if found := s.roFound | body; found != 0 && !s.roReported {
+		s.roReported = true
+		p.setProperty(filterspec.PropertyRouterOnly, r.cfg.RouterOnly.Names(found))
+	}
+}
+
+// pass lets the rest of a request go on uninspected.
+func (p *Plugin) pass(s *stream) proxywasm.Action {
+	s.state = stPass
+	if s.roFound != 0 {
+		if r := p.root(s.root); r != nil {
+			p.reportRouterOnly(s, r, 0)
+		}
+	}
+	return proxywasm.ActionContinue
+}
+
+// refuseRouterOnly answers an untrusted request that carries router-only
+// fields (found) under "untrusted": "refuse" with 400 and msg, which names
+// the first of them, and counts it.
+func (p *Plugin) refuseRouterOnly(s *stream, r *root, found uint64, msg string) proxywasm.Action {
+	s.state = stDone
+	p.setProperty(filterspec.PropertyHint, filterspec.HintRejected)
+	p.reportRouterOnly(s, r, found)
+	var err error
+	if s.grpcLabel {
+		err = p.host.SendLocalResponse(200, filterspec.DetailsRouterOnlyRefused, nil, grpcReplyHeaders(GRPCStatusOf(400), msg))
+	} else {
+		err = p.host.SendLocalResponse(400, filterspec.DetailsRouterOnlyRefused, httperr.Invalid(400, msg), jsonHeaders)
+	}
+	if err != nil {
+		panic("kvgate: cannot send local response: " + err.Error())
+	}
+	p.count(r.ids[filterspec.Refused.Series(filterspec.RefusedRouterOnly)])
+	return proxywasm.ActionPause
+}
+
+// routerOnlyLine is the configured line's account of router_only.
+func routerOnlyLine(ro *filterspec.RouterOnly) string {
+	if ro == nil {
+		return ""
+	}
+	untrusted := "strip"
+	if ro.Refuse {
+		untrusted = "refuse"
+	}
+	return " router_only=" + strconv.Itoa(ro.NumMembers()) + "_members," + strconv.Itoa(ro.NumHeaders()) + "_headers," + untrusted
 }
 
 // senderRule decides whether the current request comes from a trusted
@@ -523,6 +664,7 @@ func (p *Plugin) release(id uint32) {
 func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Action {
 	s.state = stDone
 	p.setProperty(filterspec.PropertyHint, filterspec.HintRejected)
+	p.reportRouterOnly(s, r, 0)
 	var err error
 	if s.grpcLabel {
 		err = p.host.SendLocalResponse(200, filterspec.DetailsRejected, nil, grpcReplyHeaders(GRPCStatusOf(status), msg))
@@ -545,10 +687,11 @@ func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Ac
 func (p *Plugin) refuseGRPC(s *stream, r *root) proxywasm.Action {
 	s.state = stDone
 	p.setProperty(filterspec.PropertyHint, filterspec.HintRejected)
+	p.reportRouterOnly(s, r, 0)
 	if err := p.host.SendLocalResponse(200, filterspec.DetailsGRPCRefused, nil, grpcReplyHeaders(GRPCStatusPermissionDenied, GRPCRefusedMessage)); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
-	p.count(r.ids[filterspec.Refused.Series(0)])
+	p.count(r.ids[filterspec.Refused.Series(filterspec.RefusedGRPC)])
 	return proxywasm.ActionPause
 }
 

@@ -31,7 +31,7 @@ func TestConfigureDefinesAllSeries(t *testing.T) {
 		metric(filterspec.MetricIgnored, "reason", "oversized"), metric(filterspec.MetricIgnored, "reason", "malformed"),
 		filterspec.MetricAdmitted,
 		metric(filterspec.MetricRejected, "status", "400"), metric(filterspec.MetricRejected, "status", "413"), metric(filterspec.MetricRejected, "status", "415"),
-		metric(filterspec.MetricUninspected, "protocol", "grpc"), metric(filterspec.MetricRefused, "protocol", "grpc"),
+		metric(filterspec.MetricUninspected, "protocol", "grpc"), metric(filterspec.MetricRefused, "reason", "grpc"), metric(filterspec.MetricRefused, "reason", "router_only"),
 		metric(filterspec.MetricDetected, "reason", "untrusted"), metric(filterspec.MetricDetected, "reason", "unknown_version"),
 		metric(filterspec.MetricDetected, "reason", "oversized"), metric(filterspec.MetricDetected, "reason", "malformed"),
 	}

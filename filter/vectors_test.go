@@ -23,7 +23,7 @@ type fakeRunner struct {
 }
 
 func (*fakeRunner) Observes() vectors.Observes {
-	return vectors.ObservesReply | vectors.ObservesGRPCStatus
+	return vectors.ObservesReply | vectors.ObservesGRPCStatus | vectors.ObservesHeaders
 }
 
 func (r *fakeRunner) Configure(t testing.TB, conf string) {
@@ -66,11 +66,16 @@ func (r *fakeRunner) Send(c *vectors.Case) (vectors.Result, error) {
 		}
 		return res, nil
 	}
-	return vectors.Result{Forwarded: out.forwarded, Body: out.body}, nil
+	hdrs := map[string][]string{}
+	for _, h := range r.h.headers {
+		k := strings.ToLower(h[0])
+		hdrs[k] = append(hdrs[k], h[1])
+	}
+	return vectors.Result{Forwarded: out.forwarded, Body: out.body, Headers: hdrs}, nil
 }
 
-func (r *fakeRunner) Counters(*vectors.Case) (vectors.Counters, error) {
-	return vectors.ReadCounters(func(s vectors.Series) (float64, error) {
+func (r *fakeRunner) Counters(c *vectors.Case) (vectors.Counters, error) {
+	return vectors.ReadCounters(c, func(s vectors.Series) (float64, error) {
 		return float64(r.h.counters[s.ProxyWasmName()]), nil
 	})
 }
@@ -104,5 +109,33 @@ func TestVectorSeries(t *testing.T) {
 	names := slices.Sorted(slices.Values(filterspec.MetricNames()))
 	if !slices.Equal(kit, names) {
 		t.Errorf("kit series %q, filter's %q", kit, names)
+	}
+	// A case with router-only fields lists them as the filter makes them
+	// from its configuration: the generator's presets are the filter's.
+	cases, err := vectors.Load("../tests/vectors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for i := range cases {
+		c := &cases[i]
+		if c.RouterOnly == nil {
+			continue
+		}
+		seen++
+		cfg, err := filterspec.ParseConfig([]byte(c.FilterConfig()))
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		var kit []string
+		for _, s := range vectors.CaseSeries(c) {
+			kit = append(kit, s.ProxyWasmName())
+		}
+		if names := cfg.MetricNames(); !slices.Equal(kit, names) {
+			t.Fatalf("%s: kit series %q, filter's %q", c.Name, kit, names)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no case has router-only fields")
 	}
 }

@@ -57,10 +57,14 @@ type Config struct {
 	// would have done is counted in kvgate_kv_hints_detected_total
 	// (docs/spec.md, Detection-only mode).
 	Mode Mode
+	// RouterOnly names the router-only fields removed from an untrusted
+	// sender's request besides kv_hints (docs/router-only.md); nil when
+	// the member is absent.
+	RouterOnly *RouterOnly
 }
 
 // members are the configuration's members, in the order of Members' bits.
-var members = [...]string{"trust_kv_hints", "max_depth", "max_body_bytes", "exclude_paths", "trusted_senders", "grpc", "mode"}
+var members = [...]string{"trust_kv_hints", "max_depth", "max_body_bytes", "exclude_paths", "trusted_senders", "grpc", "mode", "router_only"}
 
 // Members says which members a configuration document wrote out, default
 // values included (ParseConfigMembers).
@@ -121,6 +125,7 @@ func (c *Config) Policy() kvhints.Policy {
 		Trusted:      c.TrustKVHints,
 		Limits:       kvhints.Limits{MaxDepth: c.MaxDepth},
 		MaxBodyBytes: c.MaxBodyBytes,
+		RouterOnly:   c.RouterOnly.Body(c.Mode == ModeDetect),
 	}
 }
 
@@ -179,6 +184,10 @@ func (c *Config) JSON() []byte {
 			b = append(b, '}')
 		}
 		b = append(b, ']')
+	}
+	if c.RouterOnly != nil {
+		b = append(b, `,"router_only":`...)
+		b = c.RouterOnly.appendJSON(b)
 	}
 	return append(b, '}')
 }
@@ -308,9 +317,14 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 				default:
 					return cfg, given, &ConfigError{vat, "mode: expected \"enforce\" or \"detect\""}
 				}
+			case "router_only":
+				field = 7
+				if cfg.RouterOnly, err = r.routerOnly(); err != nil {
+					return cfg, given, err
+				}
 			default:
 				return cfg, given, &ConfigError{at, "unknown member " + strconv.Quote(name) +
-					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders, mode"}
+					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders, mode, router_only"}
 			}
 			if given&(1<<field) != 0 {
 				return cfg, given, &ConfigError{at, "duplicate member " + strconv.Quote(name)}

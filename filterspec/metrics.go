@@ -15,6 +15,9 @@ const (
 	MetricUninspected = "kvgate_requests_uninspected_total"
 	MetricDetected    = "kvgate_kv_hints_detected_total"
 	MetricRefused     = "kvgate_requests_refused_total"
+
+	MetricRouterOnlyRemoved  = "kvgate_router_only_removed_total"
+	MetricRouterOnlyDetected = "kvgate_router_only_detected_total"
 )
 
 // Family is one counter family the filter defines: its name, its help
@@ -49,12 +52,19 @@ const (
 	// Uninspected counts requests passed without inspection, label
 	// protocol.
 	Uninspected
-	// Refused counts requests refused for their protocol, label protocol.
+	// Refused counts requests refused without a look at their body,
+	// label reason (RefusedReasons).
 	Refused
 	// Detected counts, in detect mode, the hints enforcing would have
 	// ignored, label reason (kvhints.Reasons); they were forwarded.
 	Detected
 	numFamilies
+)
+
+// The reason label values of Refused, in their order.
+const (
+	RefusedGRPC       = 0 // "grpc": under "grpc": "refuse"
+	RefusedRouterOnly = 1 // "router_only": under router_only.untrusted: "refuse"
 )
 
 // RejectStatuses are the status label values of Rejected.
@@ -81,13 +91,52 @@ var families = [numFamilies]Family{
 			"body whose first bytes cannot be JSON the worker would read; docs/spec.md).",
 		"protocol", []string{"grpc"}},
 	Refused: {MetricRefused,
-		"Requests refused for their protocol, by protocol: grpc (under \"grpc\": \"refuse\", " +
-			"answered with grpc-status 7).",
-		"protocol", []string{"grpc"}},
+		"Requests refused, by reason: grpc (a gRPC request under \"grpc\": \"refuse\", " +
+			"answered with grpc-status 7), router_only (an untrusted request carrying a router-only field under " +
+			"router_only.untrusted: \"refuse\", answered with 400).",
+		"reason", []string{"grpc", "router_only"}},
 	Detected: {MetricDetected,
 		"In detect mode, requests whose kv_hints member enforcing would have removed, by the same reasons " +
 			"as trtllm_kv_hints_ignored_total; the hint was forwarded as received.",
 		"reason", reasonValues()},
+}
+
+// routerOnlyFamilies are the families whose series the configuration
+// makes: one per router-only field (RouterOnly.Fields), label field
+// (metricname.PathLabel). They follow the fixed series, removed then
+// detected (Config.MetricNames).
+var routerOnlyFamilies = [2]Family{
+	{MetricRouterOnlyRemoved,
+		"Router-only fields removed from untrusted requests, by field: the configured member path or header " +
+			"name (router_only). Counted once per request and field, however often the field occurred.",
+		metricname.PathLabel, nil},
+	{MetricRouterOnlyDetected,
+		"In detect mode, router-only fields that enforcing would have removed from untrusted requests (or " +
+			"refused them for), by field; they were forwarded.",
+		metricname.PathLabel, nil},
+}
+
+// MetricNames returns every series name the configuration makes the filter
+// define: the fixed ones (MetricNames), then one per router-only field
+// removed and one per field detected, in Fields' order.
+func (c *Config) MetricNames() []string {
+	names := MetricNames()
+	for _, fam := range routerOnlyFamilies {
+		for _, f := range c.RouterOnly.Fields() {
+			names = append(names, metricname.Encode(fam.Name, metricname.Label{Name: fam.Label, Value: f}))
+		}
+	}
+	return names
+}
+
+// RouterOnlySeries returns the index, in c.MetricNames' order, of field's
+// series: detected or removed.
+func (c *Config) RouterOnlySeries(detected bool, field int) int {
+	i := NumSeries() + field
+	if detected {
+		i += len(c.RouterOnly.Fields())
+	}
+	return i
 }
 
 func reasonValues() []string {
@@ -113,6 +162,10 @@ var seriesBase = func() (b [numFamilies + 1]int) {
 	}
 	return b
 }()
+
+// RouterOnlyFamilies returns the families of the router-only fields,
+// whose label values the configuration gives (Config.MetricNames).
+func RouterOnlyFamilies() []Family { return routerOnlyFamilies[:] }
 
 // Families returns the table of families, in definition order.
 func Families() []Family { return families[:] }
@@ -146,7 +199,7 @@ func MetricNames() []string {
 // MetricHelp returns the help text of a family the filter defines, or ""
 // for any other name.
 func MetricHelp(family string) string {
-	for _, fam := range families {
+	for _, fam := range append(families[:], routerOnlyFamilies[:]...) {
 		if fam.Name == family {
 			return fam.Help
 		}
@@ -162,7 +215,7 @@ type StatsTag struct{ TagName, Regex string }
 // in definition order (metricname.Regex).
 func EnvoyStatsTags() []StatsTag {
 	var tags []StatsTag
-	for _, fam := range families {
+	for _, fam := range append(families[:], routerOnlyFamilies[:]...) {
 		if fam.Label != "" {
 			tags = append(tags, StatsTag{fam.Label, metricname.Regex(fam.Name, fam.Label)})
 		}

@@ -72,7 +72,7 @@ func TestSeries(t *testing.T) {
 		}
 	}
 	var tags int
-	for _, fam := range Families() {
+	for _, fam := range append(Families(), RouterOnlyFamilies()...) {
 		if fam.Label != "" {
 			tags++
 		}

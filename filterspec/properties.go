@@ -30,6 +30,12 @@ const (
 	// matched the sender ("0" for the first); set only when one did. It is
 	// all the access log says of the sender's identity.
 	PropertySenderRule = "kvgate.sender_rule"
+	// PropertyRouterOnly names the router-only fields (router_only) the
+	// request carried from an untrusted sender, comma-separated in
+	// configuration order: removed, the reason for its refusal, or in
+	// detect mode forwarded. Names only, never values; set only when there
+	// was one.
+	PropertyRouterOnly = "kvgate.router_only"
 )
 
 // The values of PropertyHint.

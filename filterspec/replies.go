@@ -11,6 +11,9 @@ const (
 	// DetailsGRPCRefused is the response code details of a refused gRPC
 	// request.
 	DetailsGRPCRefused = "kvgate_grpc_refused"
+	// DetailsRouterOnlyRefused is the response code details of an
+	// untrusted request refused for a router-only field.
+	DetailsRouterOnlyRefused = "kvgate_router_only_refused"
 )
 
 // FailureBody is the 503 answer when the filter cannot do its job.

@@ -141,7 +141,7 @@ func (r *hostRunner) sender(req *host.Request, s *vectors.Sender) error {
 	return nil
 }
 
-func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
+func (r *hostRunner) Counters(c *vectors.Case) (vectors.Counters, error) {
 	families, err := r.reg.Gather()
 	if err != nil {
 		return vectors.Counters{}, err
@@ -156,7 +156,7 @@ func (r *hostRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 			values[s] += m.GetCounter().GetValue()
 		}
 	}
-	return vectors.ReadCounters(func(s vectors.Series) (float64, error) {
+	return vectors.ReadCounters(c, func(s vectors.Series) (float64, error) {
 		v, ok := values[s]
 		if !ok {
 			return 0, fmt.Errorf("not gathered")

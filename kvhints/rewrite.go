@@ -54,6 +54,11 @@ type Policy struct {
 	// MaxBodyBytes rejects longer bodies with 413; 0 means no limit here
 	// (hosts enforce their own limit before buffering).
 	MaxBodyBytes int
+	// RouterOnly, when set and the sender is not trusted, names the
+	// router-only members that are removed from the body as kv_hints is
+	// (or that make it refused: RouterOnly.Refuse). A trusted sender's
+	// are forwarded unchanged.
+	RouterOnly *RouterOnly
 }
 
 // Result describes one rewrite.
@@ -67,6 +72,9 @@ type Result struct {
 	// answer with and a message that never quotes the body.
 	Status  int
 	Message string
+	// RouterOnly has bit i set when the body held router-only path i
+	// (Policy.RouterOnly.Path(i)): removed, or the reason for a refusal.
+	RouterOnly uint64
 }
 
 // Rewrite returns the body to forward and what was done. The returned
@@ -108,6 +116,9 @@ type Rewriter struct {
 	// member handed to cut so far taken out.
 	cutting bool
 	from    int
+
+	ro      roState // the router-only members the scan holds
+	roEdits []Edit  // removeAll's answer, which can need more than editBuf
 }
 
 // member is one top-level kv_hints member of the body.
@@ -212,8 +223,18 @@ func (r *Rewriter) Edits(body []byte, p Policy) ([]Edit, Result) {
 		// and the worker answers an empty POST itself.
 		return nil, Result{Outcome: OutcomeNoHint}
 	}
+	r.ro.set = nil
+	if p.RouterOnly.Len() > 0 && !p.Trusted {
+		r.ro.set = p.RouterOnly
+		if r.ro.ops == nil {
+			r.ro.ops = make([]roOp, 0, roOps)
+		}
+	}
 	if msg := r.scan(body); msg != "" {
 		return nil, reject(400, msg)
+	}
+	if r.ro.set != nil && (r.ro.found != 0 || len(r.ro.ops) > 0 || r.cutting) {
+		return r.routerOnly(body)
 	}
 	if r.hints.count == 0 {
 		return nil, Result{Outcome: OutcomeNoHint}
@@ -221,11 +242,7 @@ func (r *Rewriter) Edits(body []byte, p Policy) ([]Edit, Result) {
 	// What the worker would read: with duplicates, Python keeps the last.
 	lastNull := r.hints.lastNull
 	if !p.Trusted {
-		res := Result{Outcome: OutcomeNullHint}
-		if !lastNull {
-			res = Result{Outcome: OutcomeStripped, Reason: ReasonUntrusted}
-		}
-		return r.remove(body), res
+		return r.remove(body), untrustedResult(lastNull)
 	}
 	if r.hints.count > 1 {
 		// Every member goes, so that no reader that keeps another
@@ -269,6 +286,32 @@ func (r *Rewriter) Edits(body []byte, p Policy) ([]Edit, Result) {
 	return r.edits, res
 }
 
+// untrustedResult is the result of an untrusted body's hints.
+func untrustedResult(lastNull bool) Result {
+	if lastNull {
+		return Result{Outcome: OutcomeNullHint}
+	}
+	return Result{Outcome: OutcomeStripped, Reason: ReasonUntrusted}
+}
+
+// routerOnly decides an untrusted body in which the scan found router-only
+// members: refused, or every one of them and every hint member removed.
+func (r *Rewriter) routerOnly(body []byte) ([]Edit, Result) {
+	found := r.ro.found
+	if r.ro.set.refuse && found != 0 {
+		r.st.n, r.ro.ops, r.ro.nest = 0, r.ro.ops[:0], r.ro.nest[:0]
+		res := reject(400, RefusalMessage(r.ro.set.paths[firstBit(found)]))
+		res.RouterOnly = found
+		return nil, res
+	}
+	res := Result{Outcome: OutcomeNoHint}
+	if r.hints.count > 0 {
+		res = untrustedResult(r.hints.lastNull)
+	}
+	res.RouterOnly = found
+	return r.removeAll(body), res
+}
+
 // hintKey is the literal every admitted envelope is forwarded under.
 const hintKey = `"kv_hints"`
 
@@ -293,7 +336,7 @@ func (r *Rewriter) scanBody(b []byte, quick bool) (msg string) {
 	if hasPrefix(b, "\xef\xbb\xbf") {
 		i = 3
 	}
-	if quick && bulkPlain {
+	if quick && bulkPlain && r.ro.set == nil {
 		return r.scanQuick(b, i)
 	}
 	return r.scanGo(b, i)
@@ -304,6 +347,7 @@ func (r *Rewriter) reset() {
 	r.st.firstKept, r.st.n, r.calls = -1, 0, 0
 	r.hints = hintSet{}
 	r.cutting, r.from = false, 0
+	r.ro.found, r.ro.ops, r.ro.nest = 0, r.ro.ops[:0], r.ro.nest[:0]
 }
 
 // tally adds the members held in r.st to r.hints.
@@ -352,8 +396,15 @@ func (r *Rewriter) scanGo(b []byte, i int) (msg string) {
 			if n := st.n; n > 0 && st.recs[n-1].next == -1 && st.recs[n-1].idx == idx-1 {
 				st.recs[n-1].next = i
 			}
+			if n := len(r.ro.ops); n > 0 && r.ro.ops[n-1].m.idx == idx-1 {
+				r.ro.ops[n-1].m.next = i
+			}
 			if st.n == len(st.recs) {
-				r.flush(b)
+				if r.ro.set != nil {
+					r.flushAll(b)
+				} else {
+					r.flush(b)
+				}
 			}
 			if i >= len(b) || b[i] != '"' {
 				return invalidJSON(errAt(i, errName))
@@ -367,11 +418,21 @@ func (r *Rewriter) scanGo(b []byte, i int) (msg string) {
 				return invalidJSON(errAt(i, errColon))
 			}
 			val := skipWS(b, i+1)
-			end, err := r.skipValue(b, val)
+			hint := isHintKey(b[key:kend], escaped, r.scratch[:0])
+			var end int
+			taken := false
+			if r.ro.set != nil && !hint {
+				taken, end, err = r.topMember(b, idx, key, kend, escaped, val)
+			}
+			if end == 0 && err == nil {
+				end, err = r.skipValue(b, val)
+			}
 			if err != nil {
 				return invalidJSON(err)
 			}
-			if isHintKey(b[key:kend], escaped, r.scratch[:0]) {
+			if taken {
+				// a router-only member, held in r.ro.ops
+			} else if hint {
 				st.recs[st.n] = member{idx: idx, key: key, val: val, valEnd: end, next: -1}
 				st.n++
 			} else if st.firstKept < 0 {

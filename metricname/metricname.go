@@ -7,7 +7,11 @@
 // Decode, so a scrape of either host shows the same series.
 //
 // Family names use [a-zA-Z0-9_:] (no dots); label names [a-zA-Z_][a-zA-Z0-9_]*
-// and values [a-zA-Z0-9_] (no dots), so a name splits one way only.
+// and values [a-zA-Z0-9_] (no dots), so a name splits one way only. The one
+// exception is PathLabel, whose value is a configured field name (a member
+// path such as "nvext.dp_rank" or a header such as "x-dp-rank"): it may hold
+// '.' and '-', and it is always a name's last label, so that it takes the
+// rest of the name.
 package metricname
 
 import "strings"
@@ -33,14 +37,29 @@ func Encode(family string, labels ...Label) string {
 	return b.String()
 }
 
+// PathLabel is the label whose value may hold '.' and '-' (see the
+// package comment); it must be a series' last label.
+const PathLabel = "field"
+
 // Decode splits a proxy-wasm metric name into its family and labels.
 // ok is false when the name does not follow the rule.
 func Decode(name string) (family string, labels []Label, ok bool) {
 	parts := strings.Split(name, ".")
-	if len(parts)%2 != 1 || !validFamily(parts[0]) {
+	if len(parts) == 0 || !validFamily(parts[0]) {
 		return "", nil, false
 	}
 	for i := 1; i < len(parts); i += 2 {
+		if parts[i] == PathLabel && i+1 < len(parts) {
+			for _, seg := range parts[i+1:] {
+				if !validPathSegment(seg) {
+					return "", nil, false
+				}
+			}
+			return parts[0], append(labels, Label{Name: PathLabel, Value: strings.Join(parts[i+1:], ".")}), true
+		}
+		if i+1 == len(parts) {
+			return "", nil, false
+		}
 		if !validLabel(parts[i]) || !validValue(parts[i+1]) {
 			return "", nil, false
 		}
@@ -54,6 +73,9 @@ func Decode(name string) (family string, labels []Label, ok bool) {
 // namespace that it gives every stat a wasm module defines. The first group
 // is the part removed from the name, the second the label's value.
 func Regex(family, label string) string {
+	if label == PathLabel {
+		return `^wasmcustom\.` + family + `(?:\.[a-zA-Z_][a-zA-Z0-9_]*\.[a-zA-Z0-9_]+)*?(\.` + label + `\.([a-zA-Z0-9_.-]+))$`
+	}
 	return `^wasmcustom\.` + family + `(?:\.[a-zA-Z_][a-zA-Z0-9_]*\.[a-zA-Z0-9_]+)*?(\.` + label + `\.([a-zA-Z0-9_]+))`
 }
 
@@ -65,6 +87,13 @@ func validFamily(s string) bool {
 
 func validLabel(s string) bool {
 	return s != "" && validValue(s) && !(s[0] >= '0' && s[0] <= '9')
+}
+
+// validPathSegment: one dot-separated part of a PathLabel value.
+func validPathSegment(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) < 0
 }
 
 func validValue(s string) bool {

@@ -51,3 +51,24 @@ func TestRegexMatchesEnvoyNames(t *testing.T) {
 		t.Fatal("regex matched another family")
 	}
 }
+
+// TestPathLabel: a field label takes the rest of the name, dots and dashes
+// included, and Envoy's regex extracts the same value.
+func TestPathLabel(t *testing.T) {
+	for _, v := range []string{"kv_transfer_params", "nvext.backend_instance_id", "x-llm-d-prefiller-host-port"} {
+		name := Encode("kvgate_router_only_removed_total", Label{PathLabel, v})
+		f, l, ok := Decode(name)
+		if !ok || f != "kvgate_router_only_removed_total" || len(l) != 1 || l[0].Value != v {
+			t.Fatalf("Decode(%q) = %q %v %v", name, f, l, ok)
+		}
+		m := regexp.MustCompile(Regex(f, PathLabel)).FindStringSubmatch("wasmcustom." + name)
+		if m == nil || m[2] != v {
+			t.Fatalf("regex on %q: %q", name, m)
+		}
+	}
+	for _, name := range []string{"a.field", "a.field.x..y", "a.field.x!", "a.field.b.c-d.e f"} {
+		if _, _, ok := Decode(name); ok {
+			t.Errorf("Decode(%q) accepted", name)
+		}
+	}
+}

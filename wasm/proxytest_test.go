@@ -104,7 +104,7 @@ func (r *proxytestRunner) Counters(c *vectors.Case) (vectors.Counters, error) {
 	if err := r.holding(c); err != nil {
 		return vectors.Counters{}, err
 	}
-	return vectors.ReadCounters(func(s vectors.Series) (float64, error) {
+	return vectors.ReadCounters(c, func(s vectors.Series) (float64, error) {
 		v, err := r.host.GetCounterMetric(s.ProxyWasmName())
 		return float64(v), err
 	})

@@ -5,7 +5,7 @@
 // Usage:
 //
 //	kvhints check   [--max-depth N] FILE|-
-//	kvhints rewrite [--trusted] [--max-depth N] [--max-body-bytes N] FILE|-
+//	kvhints rewrite [--trusted] [--max-depth N] [--max-body-bytes N] [--router-only JSON] FILE|-
 //	kvhints plan    ...
 //	kvhints help
 //	kvhints -version
@@ -44,7 +44,7 @@ const usage = `kvhints: what kvgate's rulebook does with KV hints.
 
 Usage:
   kvhints check   [--max-depth N] FILE|-
-  kvhints rewrite [--trusted] [--max-depth N] [--max-body-bytes N] FILE|-
+  kvhints rewrite [--trusted] [--max-depth N] [--max-body-bytes N] [--router-only JSON] FILE|-
   kvhints plan    (see "kvhints plan -h")
   kvhints help
   kvhints -version

@@ -221,7 +221,7 @@ func (r *binaryRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	return res, nil
 }
 
-func (r *binaryRunner) Counters(*vectors.Case) (vectors.Counters, error) {
+func (r *binaryRunner) Counters(c *vectors.Case) (vectors.Counters, error) {
 	resp, err := r.client.Get("http://" + r.admin + "/metrics")
 	if err != nil {
 		return vectors.Counters{}, err
@@ -231,7 +231,7 @@ func (r *binaryRunner) Counters(*vectors.Case) (vectors.Counters, error) {
 	if err != nil {
 		return vectors.Counters{}, err
 	}
-	return vectors.PrometheusCounters(string(page))
+	return vectors.PrometheusCounters(c, string(page))
 }
 
 // Every conformance vector through the real sidecar binary and a recording

@@ -315,8 +315,8 @@ func (r *fakeRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	return vectors.Result{Forwarded: x.forwarded, Body: x.body}, nil
 }
 
-func (r *fakeRunner) Counters(*vectors.Case) (vectors.Counters, error) {
-	return vectors.ReadCounters(func(s vectors.Series) (float64, error) {
+func (r *fakeRunner) Counters(c *vectors.Case) (vectors.Counters, error) {
+	return vectors.ReadCounters(c, func(s vectors.Series) (float64, error) {
 		return float64(r.e.env.counts[s.ProxyWasmName()]), nil
 	})
 }

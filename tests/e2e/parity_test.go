@@ -66,7 +66,7 @@ func (r *httpRunner) Counters(c *vectors.Case) (vectors.Counters, error) {
 	if err != nil {
 		return vectors.Counters{}, err
 	}
-	return vectors.PrometheusCounters(page)
+	return vectors.PrometheusCounters(c, page)
 }
 
 // expectedCounters sums the vectors' counter deltas as series, rejections

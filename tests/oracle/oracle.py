@@ -44,6 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_VECTORS = os.path.normpath(os.path.join(HERE, "..", "vectors"))
 COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed", "admitted", "rejected_bodies"]
 GRPC_COUNTER_KEYS = ["grpc_uninspected", "grpc_refused"]  # optional, absent means 0
+# With router_only: refusals, and the fields removed as "field=n,..." in name order.
+ROUTER_COUNTER_KEYS = ["router_only_refused", "router_only_removed"]
 # The grpc-status of the filter's answer to a request labelled gRPC, by the
 # HTTP status it stands for.
 GRPC_STATUS_OF = {400: 3, 413: 8, 415: 12}
@@ -306,6 +308,26 @@ def check_shape(c):
     need(e.get("reason") is None or e.get("reason") in REASONS, "bad reason %r" % e.get("reason"))
     need("reason" in e, "expect.reason must be present (null allowed)")
     ctr = e.get("counters")
+    if "router_only" in c:
+        check_router_only_shape(c)
+        need(isinstance(ctr, dict) and sorted(ctr) == sorted(COUNTER_KEYS + ROUTER_COUNTER_KEYS)
+             and isinstance(ctr["router_only_removed"], str),
+             "counters of a router_only case hold the six keys and the two router-only keys")
+        ctr = dict(ctr)
+        ro_refused, ro_removed = ctr.pop("router_only_refused"), ctr.pop("router_only_removed")
+        if e.get("action") == "reject" and ro_refused:
+            need(ro_refused == 1 and ro_removed == "" and not any(ctr.values()),
+                 "refused for router-only fields: counters must be router_only_refused=1 only")
+            need(c["router_only"].get("untrusted") == "refuse" and not c["trusted"], "refused, but not untrusted under refuse")
+            need(e.get("status") == 400 and e["outcome"] == "rejected" and e["reason"] is None,
+                 "refused for router-only fields: 400, outcome rejected, reason null")
+            found = router_only_found(c, req)
+            need(found and e.get("router_only_found") == ",".join(f + "=1" for f in sorted(found)),
+                 "router_only_found %r, but the request carries %r" % (e.get("router_only_found"), sorted(found)))
+            return req, None
+        need(ro_refused == 0, "router_only_refused for a request that is not refused")
+        want = "" if c["trusted"] else ",".join(f + "=1" for f in sorted(router_only_found(c, req)))
+        need(ro_removed == want, "router_only_removed %r, want %r" % (ro_removed, want))
     need(isinstance(ctr, dict) and sorted(ctr) in (sorted(COUNTER_KEYS), sorted(COUNTER_KEYS + GRPC_COUNTER_KEYS))
          and all(isinstance(v, int) and not isinstance(v, bool) for v in ctr.values()),
          "counters must hold exactly the six keys (and optionally the two gRPC keys) as integers")
@@ -350,6 +372,87 @@ def check_shape(c):
     return req, fwd
 
 
+# ---------------------------------------------------------------------------
+# Router-only fields: what the worker reads under each configured path.
+# ---------------------------------------------------------------------------
+
+def check_router_only_shape(c):
+    ro, fields = c.get("router_only"), c.get("router_only_fields")
+    need(isinstance(ro, dict) and set(ro) <= {"engines", "members", "headers", "untrusted"},
+         "router_only must be an object of engines, members, headers, untrusted")
+    need(isinstance(fields, list) and fields and all(isinstance(f, str) and f for f in fields)
+         and len(set(fields)) == len(fields), "router_only_fields must be distinct names")
+    for f in fields:
+        # A member name never holds '-'; every header name here does.
+        member = all(p and all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in p) for p in f.split("."))
+        header = "-" in f and all(ch.isascii() and (ch.islower() or ch.isdigit() or ch in "-_") for ch in f)
+        need(member != header, "field %r is neither a member path nor a header name" % f)
+
+
+def ro_split(c):
+    fields = c["router_only_fields"]
+    return [f for f in fields if "-" not in f], [f for f in fields if "-" in f]
+
+
+def pairs_view(b):
+    """json.loads keeping every member, duplicates included, in order."""
+    return json.loads(b, object_pairs_hook=lambda ps: ("obj", ps))
+
+
+def ro_prune(v, paths, prefix, found, top):
+    """v (pairs_view) with the members at paths removed (and kv_hints at the
+    top when top), recording the paths present in found."""
+    if not (isinstance(v, tuple) and v[0] == "obj"):
+        return v
+    out = []
+    for k, x in v[1]:
+        p = prefix + k
+        if p in paths or (top and k == "kv_hints"):
+            if p in paths:
+                found.add(p)
+            continue
+        if any(q.startswith(p + ".") for q in paths):
+            x = ro_prune(x, paths, p + ".", found, False)
+        out.append((k, x))
+    return ("obj", out)
+
+
+def router_only_found(c, req):
+    """The fields the request carries: its member paths as json.loads reads
+    the body, and its router-only headers."""
+    members, headers = ro_split(c)
+    found = set()
+    if req and py_reads(req):
+        ro_prune(pairs_view(req), set(members), "", found, False)
+    names = {k.lower() for k in c["request"]["headers"]}
+    return found | {h for h in headers if h in names}
+
+
+def pv_dump(v):
+    if isinstance(v, tuple) and v[0] == "obj":
+        return "{" + ",".join(json.dumps(k) + ":" + pv_dump(x) for k, x in v[1]) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(pv_dump(x) for x in v) + "]"
+    return json.dumps(v, allow_nan=True)
+
+
+def check_router_only_seen(c, req, fwd):
+    """Router-only case: an untrusted sender's forwarded body is the request
+    as json.loads reads it, with every member at a configured path (and
+    every kv_hints) gone, duplicates included; a trusted sender's is the
+    request itself."""
+    if c["trusted"]:
+        need(fwd == req, "trusted: router-only fields must arrive unchanged")
+        return
+    members, _ = ro_split(c)
+    want = ro_prune(pairs_view(req), set(members), "", set(), True)
+    got = pairs_view(fwd)
+    left = set()
+    ro_prune(got, set(members), "", left, False)
+    need(not left, "untrusted: the worker reads the router-only fields %r" % sorted(left))
+    need(pv_dump(got) == pv_dump(want), "untrusted: the forwarded body is not the request without its router-only fields")
+
+
 def expected_counters(c):
     e = c["expect"]
     want = {k: 0 for k in COUNTER_KEYS + GRPC_COUNTER_KEYS}
@@ -373,6 +476,8 @@ def check_forward_vector(c, req):
     e = c["expect"]
     o, trusted = e["outcome"], c["trusted"]
     ctr = dict({k: 0 for k in GRPC_COUNTER_KEYS}, **e["counters"])
+    for k in ROUTER_COUNTER_KEYS:  # checked by check_shape
+        ctr.pop(k, None)
     need(ctr == expected_counters(c), "counters %r do not match outcome %s" % (e["counters"], o))
     if o == "uninspected":
         # The rule: a gRPC content type, a gRPC message prefix, and a body
@@ -502,7 +607,23 @@ def check_worker_sees(c, req, fwd):
         a.pop("kv_hints", None)
     if isinstance(b, dict):
         b.pop("kv_hints", None)
+        if "router_only" in c and not trusted:
+            for p in ro_split(c)[0]:
+                drop_path(b, p.split("."))
     need(same(a, b), "the forwarded body differs from the request outside kv_hints (as json.loads sees it)")
+
+
+def drop_path(d, names):
+    """Removes the member at names from the dict view d (copying what it
+    changes), as untrusted removal does for the member json.loads keeps."""
+    if not isinstance(d, dict) or names[0] not in d:
+        return
+    if len(names) == 1:
+        del d[names[0]]
+        return
+    if isinstance(d[names[0]], dict):
+        d[names[0]] = dict(d[names[0]])
+        drop_path(d[names[0]], names[1:])
 
 
 def check_vector(c):
@@ -510,7 +631,11 @@ def check_vector(c):
     if fwd is None:
         return
     rebuilt = check_forward_vector(c, req)
-    need(rebuilt == fwd, "expected forwarded bytes do not follow from the request by the removal/replacement rule")
+    if "router_only" in c:
+        # The router-only removal is checked as the worker reads it.
+        check_router_only_seen(c, req, fwd)
+    else:
+        need(rebuilt == fwd, "expected forwarded bytes do not follow from the request by the removal/replacement rule")
     check_worker_sees(c, req, fwd)
 
 

@@ -21,8 +21,11 @@ const (
 	FamilyAdmitted    = "kvgate_kv_hints_admitted_total"
 	FamilyRejected    = "kvgate_bodies_rejected_total"      // label status
 	FamilyUninspected = "kvgate_requests_uninspected_total" // label protocol
-	FamilyRefused     = "kvgate_requests_refused_total"     // label protocol
+	FamilyRefused     = "kvgate_requests_refused_total"     // label reason
 	FamilyDetected    = "kvgate_kv_hints_detected_total"    // label reason
+
+	FamilyRouterOnlyRemoved  = "kvgate_router_only_removed_total"  // label field
+	FamilyRouterOnlyDetected = "kvgate_router_only_detected_total" // label field
 )
 
 // Series is one metric series: a family with at most one label.
@@ -61,15 +64,16 @@ var counterSeries = []struct {
 	{func(c *Counters) *int { return &c.RejectedBodies }, []Series{
 		{FamilyRejected, "status", "400"}, {FamilyRejected, "status", "413"}, {FamilyRejected, "status", "415"}}},
 	{func(c *Counters) *int { return &c.GRPCUninspected }, []Series{{FamilyUninspected, "protocol", "grpc"}}},
-	{func(c *Counters) *int { return &c.GRPCRefused }, []Series{{FamilyRefused, "protocol", "grpc"}}},
+	{func(c *Counters) *int { return &c.GRPCRefused }, []Series{{FamilyRefused, "reason", "grpc"}}},
+	{func(c *Counters) *int { return &c.RouterOnlyRefused }, []Series{{FamilyRefused, "reason", "router_only"}}},
 	{func(c *Counters) *int { return &c.DetectedUntrusted }, []Series{{FamilyDetected, "reason", "untrusted"}}},
 	{func(c *Counters) *int { return &c.DetectedUnknownVersion }, []Series{{FamilyDetected, "reason", "unknown_version"}}},
 	{func(c *Counters) *int { return &c.DetectedOversized }, []Series{{FamilyDetected, "reason", "oversized"}}},
 	{func(c *Counters) *int { return &c.DetectedMalformed }, []Series{{FamilyDetected, "reason", "malformed"}}},
 }
 
-// CounterSeries returns every series Counters is read from: the filter's
-// fourteen series.
+// CounterSeries returns every series Counters is read from for cases
+// without router-only fields: the filter's fixed series.
 func CounterSeries() []Series {
 	var out []Series
 	for _, f := range counterSeries {
@@ -78,28 +82,98 @@ func CounterSeries() []Series {
 	return out
 }
 
-// ReadCounters reads Counters through get, which returns one series' value
-// in the host's own way of naming it.
-func ReadCounters(get func(Series) (float64, error)) (Counters, error) {
-	var c Counters
+// CaseSeries returns every series Counters is read from for case c: the
+// fixed ones, then for each of its router-only fields the removed series,
+// then the detected ones (the order a host defines them in).
+func CaseSeries(c *Case) []Series {
+	out := CounterSeries()
+	for _, fam := range [...]string{FamilyRouterOnlyRemoved, FamilyRouterOnlyDetected} {
+		for _, f := range c.RouterOnlyFields {
+			out = append(out, Series{fam, "field", f})
+		}
+	}
+	return out
+}
+
+// ReadCounters reads the Counters of case c through get, which returns one
+// series' value in the host's own way of naming it.
+func ReadCounters(c *Case, get func(Series) (float64, error)) (Counters, error) {
+	var k Counters
 	for _, f := range counterSeries {
 		sum := 0.0
 		for _, s := range f.series {
 			v, err := get(s)
 			if err != nil {
-				return c, fmt.Errorf("%s: %w", s, err)
+				return k, fmt.Errorf("%s: %w", s, err)
 			}
 			sum += v
 		}
-		*f.field(&c) = int(sum)
+		*f.field(&k) = int(sum)
 	}
-	return c, nil
+	for _, fam := range [...]struct {
+		name string
+		dst  *string
+	}{{FamilyRouterOnlyRemoved, &k.RouterOnlyRemoved}, {FamilyRouterOnlyDetected, &k.RouterOnlyDetected}} {
+		m := fieldCounts{}
+		for _, f := range c.RouterOnlyFields {
+			s := Series{fam.name, "field", f}
+			v, err := get(s)
+			if err != nil {
+				return k, fmt.Errorf("%s: %w", s, err)
+			}
+			m[f] = int(v)
+		}
+		*fam.dst = m.String()
+	}
+	return k, nil
 }
 
-// PrometheusCounters reads Counters from a Prometheus text exposition page
-// (the sidecar's /metrics, Envoy's /stats/prometheus). Every series must be
-// on the page: hosts define them all at start-up.
-func PrometheusCounters(page string) (Counters, error) {
+// fieldCounts are counts by router-only field.
+type fieldCounts map[string]int
+
+// String is the form of Counters.RouterOnlyRemoved: "field=n" for each
+// field with n != 0, in name order, comma-separated.
+func (m fieldCounts) String() string {
+	var out []string
+	for _, f := range slices.Sorted(maps.Keys(m)) {
+		if m[f] != 0 {
+			out = append(out, f+"="+strconv.Itoa(m[f]))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// parseFieldCounts reads fieldCounts.String's form; a malformed entry
+// counts as a field of that whole name, so that it shows in a diff.
+func parseFieldCounts(s string) fieldCounts {
+	m := fieldCounts{}
+	if s == "" {
+		return m
+	}
+	for _, e := range strings.Split(s, ",") {
+		f, n, _ := strings.Cut(e, "=")
+		v, err := strconv.Atoi(n)
+		if err != nil {
+			f, v = e, 1
+		}
+		m[f] += v
+	}
+	return m
+}
+
+// subFields is a - b, by field, in fieldCounts.String's form.
+func subFields(a, b string) string {
+	m := parseFieldCounts(a)
+	for f, v := range parseFieldCounts(b) {
+		m[f] -= v
+	}
+	return m.String()
+}
+
+// PrometheusCounters reads the Counters of case c from a Prometheus text
+// exposition page (the sidecar's /metrics, Envoy's /stats/prometheus).
+// Every series must be on the page: hosts define them all at start-up.
+func PrometheusCounters(c *Case, page string) (Counters, error) {
 	values := map[Series]float64{}
 	sc := bufio.NewScanner(strings.NewReader(page))
 	sc.Buffer(nil, 1<<20)
@@ -109,7 +183,7 @@ func PrometheusCounters(page string) (Counters, error) {
 			values[s] += v
 		}
 	}
-	return ReadCounters(func(s Series) (float64, error) {
+	return ReadCounters(c, func(s Series) (float64, error) {
 		v, ok := values[s]
 		if !ok {
 			return 0, fmt.Errorf("not on the page")
@@ -162,6 +236,10 @@ func (c Counters) Sub(o Counters) Counters {
 		DetectedUnknownVersion: c.DetectedUnknownVersion - o.DetectedUnknownVersion,
 		DetectedOversized:      c.DetectedOversized - o.DetectedOversized,
 		DetectedMalformed:      c.DetectedMalformed - o.DetectedMalformed,
+
+		RouterOnlyRefused:  c.RouterOnlyRefused - o.RouterOnlyRefused,
+		RouterOnlyRemoved:  subFields(c.RouterOnlyRemoved, o.RouterOnlyRemoved),
+		RouterOnlyDetected: subFields(c.RouterOnlyDetected, o.RouterOnlyDetected),
 	}
 }
 
@@ -173,15 +251,27 @@ func (c Counters) String() string {
 
 // diff names the fields where c differs from want, with both values.
 func (c Counters) diff(want Counters) string {
-	var g, w map[string]int
+	var g, w map[string]any
 	gb, _ := json.Marshal(c)
 	wb, _ := json.Marshal(want)
 	_ = json.Unmarshal(gb, &g)
 	_ = json.Unmarshal(wb, &w)
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			w[k] = nil
+		}
+	}
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(w)) {
-		if g[k] != w[k] {
-			out = append(out, fmt.Sprintf("%s %+d, want %+d", k, g[k], w[k]))
+		gv, gn := g[k].(float64)
+		wv, wn := w[k].(float64)
+		switch {
+		case gn || wn:
+			if gv != wv {
+				out = append(out, fmt.Sprintf("%s %+d, want %+d", k, int(gv), int(wv)))
+			}
+		case fmt.Sprint(g[k]) != fmt.Sprint(w[k]):
+			out = append(out, fmt.Sprintf("%s %q, want %q", k, fmt.Sprint(g[k]), fmt.Sprint(w[k])))
 		}
 	}
 	return strings.Join(out, "; ") + " (got " + c.String() + ")"

@@ -37,6 +37,9 @@ COUNTER_KEYS = ["untrusted", "unknown_version", "oversized", "malformed",
                 "admitted", "rejected_bodies"]
 # Present in the cases of the grpc group only; absent means 0.
 GRPC_COUNTER_KEYS = ["grpc_uninspected", "grpc_refused"]
+# Present in the cases of the router-only group only: refusals, and the
+# fields removed as "field=n,..." in name order.
+ROUTER_COUNTER_KEYS = ["router_only_refused", "router_only_removed"]
 CHAT = "/v1/chat/completions"
 JSON_CT = {"content-type": "application/json"}
 
@@ -379,13 +382,13 @@ def py_accepts(b):
 def counters(**kw):
     c = {k: 0 for k in COUNTER_KEYS}
     for k, v in kw.items():
-        assert k in COUNTER_KEYS or k in GRPC_COUNTER_KEYS, k
+        assert k in COUNTER_KEYS or k in GRPC_COUNTER_KEYS or k in ROUTER_COUNTER_KEYS, k
         c[k] = v
     return c
 
 
 def add(group, short, desc, trusted, req, expect, method="POST", path=CHAT,
-        headers=None, max_depth=None, max_body=None, grpc=None):
+        headers=None, max_depth=None, max_body=None, grpc=None, router_only=None):
     name = group + "/" + short
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", short), short
     assert name not in NAMES, name
@@ -398,12 +401,18 @@ def add(group, short, desc, trusted, req, expect, method="POST", path=CHAT,
         case["max_body_bytes"] = max_body
     if grpc is not None:
         case["grpc"] = grpc
+    if router_only is not None:
+        case["router_only"] = router_only
+        case["router_only_fields"] = ro_fields(router_only)
     r = {"method": method, "path": path,
          "headers": dict(JSON_CT if headers is None else headers)}
     r.update(body_field(req, "body", "body_base64"))
     case["request"] = r
     if group == "grpc":
         expect["counters"] = {**{k: 0 for k in COUNTER_KEYS + GRPC_COUNTER_KEYS}, **expect["counters"]}
+    elif group == "router-only":
+        expect["counters"] = {**{k: 0 for k in COUNTER_KEYS}, "router_only_refused": 0, "router_only_removed": "",
+                              **expect["counters"]}
     else:
         assert not set(expect["counters"]) & set(GRPC_COUNTER_KEYS), name
     case["expect"] = expect
@@ -1809,10 +1818,234 @@ def gen_senders():
          body=B(MODEL(), MSGS()), hint_verdict="no_hint")
 
 
+# ---------------------------------------------------------------------------
+# Router-only fields (docs/spec.md, Router-only fields; docs/router-only.md).
+# ---------------------------------------------------------------------------
+
+# The presets as docs/router-only.md lists them: (member paths, headers).
+# The filter's own table must make the same fields (filter/vectors_test.go).
+PRESETS = {
+    "vllm": (["kv_transfer_params", "ec_transfer_params"], ["x-data-parallel-rank"]),
+    "sglang": (["bootstrap_host", "bootstrap_port", "bootstrap_room", "routed_dp_rank", "disagg_prefill_dp_rank",
+                "data_parallel_rank"], []),
+    "trtllm": (["disaggregated_params"], []),
+    "dynamo": (["nvext.backend_instance_id", "nvext.decode_worker_id", "nvext.prefill_worker_id", "nvext.dp_rank",
+                "nvext.prefill_dp_rank", "nvext.token_data", "nvext.use_raw_prompt"],
+               ["x-dynamo-worker-instance-id", "x-dynamo-prefill-instance-id", "x-dynamo-dp-rank",
+                "x-dynamo-prefill-dp-rank", "x-worker-instance-id", "x-prefill-instance-id", "x-dp-rank",
+                "x-data-parallel-rank", "x-prefill-dp-rank"]),
+    "llm-d": ([], ["x-prefiller-host-port", "x-llm-d-prefiller-host-port", "x-prefiller-url",
+                   "x-llm-d-kv-cache-source-host-port", "x-kv-cache-source-host-port", "x-llm-d-encoder-hosts-ports",
+                   "x-encoder-hosts-ports", "x-data-parallel-host-port"]),
+}
+ENGINES = ["vllm", "sglang", "trtllm", "dynamo", "llm-d"]
+
+
+def ro_split(cfg):
+    """The configuration's member paths and header names, presets first in
+    the order named, then the operator's, each once."""
+    members, headers = [], []
+    for e in cfg.get("engines", []):
+        pm, ph = PRESETS[e]
+        members += [m for m in pm if m not in members]
+        headers += [h for h in ph if h not in headers]
+    members += [m for m in cfg.get("members", []) if m not in members]
+    headers += [h.lower() for h in cfg.get("headers", []) if h.lower() not in headers]
+    return members, headers
+
+
+def ro_fields(cfg):
+    m, h = ro_split(cfg)
+    return m + h
+
+
+class NB:
+    """A nested object value built from members (M), rendered like Body."""
+
+    def __init__(self, *members, head="{", tail="}"):
+        self.members, self.head, self.tail = list(members), head, tail
+
+
+def ro_render(head, members, tail, paths, prefix, found, top):
+    """The object's text with every member a path names at this level
+    removed (at the top level, of an untrusted body, kv_hints too), and the
+    members that are levels of deeper paths rewritten the same way. The
+    first kept member loses its separator; every other keeps its own."""
+    parts, kept = [head], 0
+    for m in members:
+        name = json.loads(m.key)
+        path = prefix + name
+        if path in paths or (top and name == "kv_hints"):
+            if path in paths:
+                found.add(path)
+            continue
+        if kept:
+            parts.append(m.sep)
+        kept += 1
+        parts.append(m.key + m.colon)
+        v = m.value
+        if isinstance(v, NB):
+            if any(p.startswith(path + ".") for p in paths):
+                v = ro_render(v.head, v.members, v.tail, paths, path + ".", found, False)
+            else:
+                v = ro_render(v.head, v.members, v.tail, set(), path + ".", set(), False)
+        parts.append(v)
+    parts.append(tail)
+    return "".join(parts)
+
+
+def ro_text(body):
+    return ro_render(body.head, body.members, body.tail, set(), "", set(), False).encode("utf-8")
+
+
+def ro_case(short, desc, cfg, members, trusted=False, headers=None, head="{", tail="}", outcome=None):
+    """A router-only case: the body (members, values str or NB) and request
+    headers under router_only cfg, expectations derived from the paths."""
+    g = "router-only"
+    body = Body(members, head=head, tail=tail)
+    req = ro_text(body)
+    assert py_accepts(req), short
+    mpaths, hnames = ro_split(cfg)
+    hdrs = dict(JSON_CT)
+    hdrs["x-request-id"] = "req-" + short
+    hdrs.update(headers or {})
+    hints = [m for m in members if json.loads(m.key) == "kv_hints"]
+    found = set()
+    fwd = ro_render(head, members, tail, set() if trusted else set(mpaths), "", found, not trusted).encode("utf-8")
+    hfound = [h for h in hnames if any(k.lower() == h for k in hdrs)] if not trusted else []
+    all_found = sorted(found) + sorted(hfound)
+    removed = ",".join(f + "=1" for f in sorted(all_found))
+    refuse = cfg.get("untrusted") == "refuse"
+    # What the worker would read of the hint: the last of duplicates.
+    last_null = bool(hints) and parse_raw(hints[-1].value) is None
+    if trusted:
+        assert not hints, short
+        fwd = req
+        exp = forward_expect(req, fwd, "no_hint", ctr=counters())
+    elif refuse and all_found:
+        assert not hints, short  # DetectCase relies on it (tests/vectors/vectors.go)
+        exp = {"action": "reject", "status": 400, "outcome": "rejected", "reason": None,
+               "counters": counters(router_only_refused=1), "router_only_found": removed}
+        add(g, short, desc, trusted, req, exp, headers=hdrs, router_only=cfg)
+        return
+    elif hints and not last_null:
+        exp = forward_expect(req, fwd, "stripped", "untrusted", ctr=counters(untrusted=1, router_only_removed=removed))
+    elif hints:
+        exp = forward_expect(req, fwd, "null_hint", ctr=counters(router_only_removed=removed))
+    else:
+        exp = forward_expect(req, fwd, "no_hint", ctr=counters(router_only_removed=removed))
+    if outcome is not None:
+        assert exp["outcome"] == outcome, (short, exp["outcome"])
+    # Router-only headers never reach the worker from an untrusted sender;
+    # every other header does, as sent.
+    eh = {"x-request-id": hdrs["x-request-id"]}
+    for k, v in (headers or {}).items():
+        eh[k.lower()] = None if k.lower() in hfound else v
+    exp["headers"] = eh
+    assert py_accepts(fwd), short
+    add(g, short, desc, trusted, req, exp, headers=hdrs, router_only=cfg)
+
+
+def gen_router_only():
+    ALL = {"engines": ENGINES}
+    OWN = {"members": ["my_field", "a.b.c", "route"], "headers": ["X-My-Router"]}
+    REFUSE = {"engines": ["vllm", "llm-d"], "untrusted": "refuse"}
+    KTP = '{"do_remote_prefill":true,"remote_engine_id":"e1","remote_host":"10.0.0.9","remote_port":5600,"remote_block_ids":[1,2]}'
+    # Every preset member, at the top level or at its path, in a chat body.
+    for e in ENGINES:
+        for path in PRESETS[e][0]:
+            short = "preset-" + e.replace("-", "") + "-" + path.replace("_", "-").replace(".", "-")
+            if "." in path:
+                top, leaf = path.split(".")
+                val = NB(K("ignore_eos", "true"), K(leaf, "7"), K("annotations", '["x"]'))
+                ro_case(short, "the %s preset: %s is removed, the rest of %s stays" % (e, path, top), ALL,
+                        [MODEL(), MSGS(), K(top, val)])
+            else:
+                ro_case(short, "the %s preset: the top-level member %s is removed" % (e, path), ALL,
+                        [MODEL(), K(path, KTP), MSGS()])
+        for h in PRESETS[e][1]:
+            short = "preset-" + e.replace("-", "") + "-header-" + h
+            ro_case(short, "the %s preset: every value of the header %s is removed" % (e, h), ALL,
+                    [MODEL(), MSGS()], headers={h: "10.0.0.9:8000"})
+    ro_case("no-field", "a body without router-only fields goes on unchanged", ALL, [MODEL(), MSGS()], outcome="no_hint")
+    ro_case("escaped-key", "an escaped spelling of a router-only name (kv\\u005ftransfer_params) is removed", ALL,
+            [MODEL(), M('"kv\\u005ftransfer_params"', KTP), MSGS()])
+    ro_case("escaped-every-char", "a name spelled entirely in escapes is removed", ALL,
+            [MODEL(), M('"' + "".join("\\u%04x" % ord(ch) for ch in "bootstrap_room") + '"', "12345"), MSGS()])
+    ro_case("escaped-nested", "an escaped spelling of a nested path's names is removed", ALL,
+            [MODEL(), M('"nv\\u0065xt"', NB(M('"dp\\u005frank"', "1"), K("k", "2"))), MSGS()])
+    ro_case("case-differs", "member names are case-sensitive, as json.loads reads them: KV_TRANSFER_PARAMS stays", ALL,
+            [MODEL(), K("KV_TRANSFER_PARAMS", "1"), MSGS()])
+    ro_case("duplicates", "every duplicate goes (json.loads keeps the last)", ALL,
+            [K("kv_transfer_params", "1"), MODEL(), K("kv_transfer_params", "2"), MSGS(), K("kv_transfer_params", KTP)])
+    ro_case("first-member", "the first member removed, with the separator after it", ALL,
+            [K("bootstrap_host", '"10.0.0.9"', sep=", "), MODEL(sep=" ,\n "), MSGS()])
+    ro_case("last-member", "the last member removed, with the separator before it", ALL,
+            [MODEL(), MSGS(sep=" , "), K("bootstrap_port", "8998", sep=" ,\t", colon=" : ")], tail=" }")
+    ro_case("only-member", "the only member removed: an empty object", ALL,
+            [K("disaggregated_params", '{"request_type":"generation_only","ctx_request_id":7}', colon=" : ")],
+            head="{ ", tail=" }")
+    ro_case("all-removed", "every member is router-only", ALL,
+            [K("bootstrap_host", '"h"'), K("bootstrap_port", "1", sep=" , "), K("bootstrap_room", "2", sep=",\n")])
+    ro_case("pretty", "a pretty-printed body", ALL,
+            [K("model", '"m"', sep=""), K("kv_transfer_params", '{\n    "remote_host": "h"\n  }', sep=",\n  ", colon=": "),
+             K("messages", "[]", sep=",\n  ", colon=": ")], head="{\n  ", tail="\n}")
+    ro_case("with-hint", "kv_hints and router-only members, interleaved, all removed; the hint counted once", ALL,
+            [H(REF), MODEL(), K("kv_transfer_params", KTP), H('{"x":1}'), K("routed_dp_rank", "3"), MSGS()],
+            outcome="stripped")
+    ro_case("with-null-hint", "a null hint and a router-only member", ALL,
+            [MODEL(), K("routed_dp_rank", "3"), H("null")], outcome="null_hint")
+    ro_case("messages-same-name", "a member of the same name inside messages stays", ALL,
+            [MODEL(), K("messages", '[{"role":"user","content":"hi","kv_transfer_params":{"remote_host":"h"},"bootstrap_room":1}]')],
+            outcome="no_hint")
+    ro_case("nested-name-at-top", "backend_instance_id at the top level is not nvext.backend_instance_id: it stays", ALL,
+            [MODEL(), K("backend_instance_id", "3"), K("dp_rank", "1"), MSGS()], outcome="no_hint")
+    ro_case("nvext-not-object", "nvext that is not an object is left as it is", ALL,
+            [MODEL(), K("nvext", '[{"backend_instance_id":1}]'), MSGS()], outcome="no_hint")
+    ro_case("nvext-kept-members", "nvext's other members stay, in order, with their own spacing", ALL,
+            [MODEL(), K("nvext", NB(K("backend_instance_id", "1"), K("ignore_eos", "true", sep=" , "),
+                                    K("dp_rank", "0", sep=","), K("annotations", '["a"]', sep=",  "),
+                                    K("token_data", "[1,2,3]", sep=","), head="{ ", tail=" }")), MSGS()])
+    ro_case("nvext-only-fields", "nvext holding only router-only members becomes an empty object", ALL,
+            [MODEL(), K("nvext", NB(K("decode_worker_id", "1"), K("prefill_worker_id", "2"))), MSGS()])
+    ro_case("nvext-duplicates", "each of duplicate nvext objects loses its router-only members", ALL,
+            [K("nvext", NB(K("dp_rank", "1"), K("dp_rank", "2"), K("k", "0"))), MODEL(), K("nvext", NB(K("use_raw_prompt", "true")))])
+    ro_case("nvext-deeper-same-name", "a deeper member of the same name stays", ALL,
+            [MODEL(), K("nvext", NB(K("extra", '{"dp_rank":1}'), K("dp_rank", "1")))])
+    ro_case("trusted-kept", "a trusted sender's router-only members and headers arrive unchanged", ALL,
+            [MODEL(), K("kv_transfer_params", KTP), K("nvext", NB(K("backend_instance_id", "1"))), MSGS()], trusted=True,
+            headers={"x-prefiller-host-port": "10.0.0.9:8000", "x-dynamo-dp-rank": "1"})
+    ro_case("header-and-body", "router-only headers and members together", ALL,
+            [MODEL(), K("kv_transfer_params", KTP), MSGS()], headers={"x-data-parallel-rank": "1", "x-llm-d-prefiller-host-port": "h:1"})
+    ro_case("other-header-kept", "a header that is not router-only goes on", ALL,
+            [MODEL(), MSGS()], headers={"x-session-id": "s1", "x-prefiller": "not-a-field"})
+    # The operator's own fields: a deeper path, a header.
+    ro_case("own-member", "an operator's own member", OWN, [MODEL(), K("my_field", '"v"'), MSGS()])
+    ro_case("own-deep-path", "a path three deep removes only its leaf", OWN,
+            [MODEL(), K("a", NB(K("b", NB(K("c", "1"), K("d", "2"))), K("c", "3"))), MSGS()])
+    ro_case("own-level-not-removed", "a level of a path is not itself removed", OWN,
+            [MODEL(), K("a", NB(K("b", "1"))), MSGS()], outcome="no_hint")
+    ro_case("own-header", "an operator's own header, configured in capitals", OWN, [MODEL(), MSGS()],
+            headers={"x-my-router": "r1"})
+    ro_case("own-not-preset", "without engines, no preset field is touched", OWN,
+            [MODEL(), K("kv_transfer_params", KTP), MSGS()], headers={"x-prefiller-host-port": "h:1"}, outcome="no_hint")
+    # untrusted: refuse.
+    ro_case("refuse-member", "untrusted: refuse answers 400 for a router-only member, naming it", REFUSE,
+            [MODEL(), K("kv_transfer_params", KTP), MSGS()])
+    ro_case("refuse-escaped", "untrusted: refuse answers 400 for an escaped spelling too", REFUSE,
+            [MODEL(), M('"kv_transfer\\u005fparams"', "1"), MSGS()])
+    ro_case("refuse-header", "untrusted: refuse answers 400 for a router-only header", REFUSE,
+            [MODEL(), MSGS()], headers={"x-prefiller-host-port": "10.0.0.9:8000"})
+    ro_case("refuse-none", "untrusted: refuse forwards a request without router-only fields", REFUSE,
+            [MODEL(), K("cache_salt", '"s"'), MSGS()], headers={"x-session-id": "s1"}, outcome="no_hint")
+    ro_case("refuse-trusted", "a trusted sender is never refused", REFUSE,
+            [MODEL(), K("kv_transfer_params", KTP), MSGS()], trusted=True, headers={"x-prefiller-host-port": "h:1"})
+
+
 def main():
     for gen in (gen_admission, gen_untrusted, gen_members, gen_version, gen_structure, gen_numbers,
                 gen_strings, gen_size, gen_depth, gen_body, gen_encoding, gen_http, gen_grpc, gen_large,
-                gen_senders):
+                gen_senders, gen_router_only):
         gen()
     total = 0
     for old in os.listdir(HERE):

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,6 +85,9 @@ const (
 	// ObservesGRPCStatus: for a rejected request, GRPCStatus is the
 	// reply's grpc-status header.
 	ObservesGRPCStatus
+	// ObservesHeaders: for a forwarded request, Headers are the request
+	// headers the upstream received.
+	ObservesHeaders
 )
 
 var observesNames = []struct {
@@ -94,6 +99,7 @@ var observesNames = []struct {
 	{ObservesReply, "error reply body"},
 	{ObservesForwardStatus, "status of forwarded requests"},
 	{ObservesGRPCStatus, "grpc-status of gRPC replies"},
+	{ObservesHeaders, "forwarded headers"},
 }
 
 // Result is what a host did with one request. Slices must stay valid after
@@ -119,6 +125,9 @@ type Result struct {
 	// CanonicalHint is the admitted envelope in canonical form, "" when
 	// none was admitted (see ObservesHint).
 	CanonicalHint string
+	// Headers are the forwarded request's headers, names in lower case
+	// (see ObservesHeaders).
+	Headers map[string][]string
 }
 
 // An Option changes how Run selects and reports cases.
@@ -402,6 +411,17 @@ func Check(c *Case, obs Observes, r Result, delta *Counters) []string {
 		}
 		if obs&ObservesForwardStatus != 0 && r.Status != 200 {
 			p = append(p, fmt.Sprintf("forwarded, but the client got status %d, want 200", r.Status))
+		}
+		if obs&ObservesHeaders != 0 {
+			for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+				got, want := r.Headers[k], e.Headers[k]
+				switch {
+				case want == nil && len(got) > 0:
+					p = append(p, fmt.Sprintf("header %s forwarded (%d values), want it removed", k, len(got)))
+				case want != nil && (len(got) != 1 || got[0] != *want):
+					p = append(p, fmt.Sprintf("header %s forwarded as %q, want %q", k, got, *want))
+				}
+			}
 		}
 		if e.ForwardedBody != nil && !bytes.Equal(r.Body, e.ForwardedBody) {
 			p = append(p, "forwarded body differs"+diff(r.Body, e.ForwardedBody))

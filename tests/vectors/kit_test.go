@@ -158,24 +158,25 @@ kvgate_bodies_rejected_total{status="413"} 2e+00
 kvgate_bodies_rejected_total{status="415"} 4
 kvgate_bodies_rejected_total{status="415",x="y"} 100
 kvgate_requests_uninspected_total{protocol="grpc"} 8
-kvgate_requests_refused_total{protocol="grpc"} 9
+kvgate_requests_refused_total{reason="grpc"} 9
+kvgate_requests_refused_total{reason="router_only"} 0
 kvgate_kv_hints_detected_total{reason="untrusted"} 10
 kvgate_kv_hints_detected_total{reason="unknown_version"} 0
 kvgate_kv_hints_detected_total{reason="oversized"} 11
 kvgate_kv_hints_detected_total{reason="malformed"} 12
 kvgate_other 7
 `
-	got, err := PrometheusCounters(page)
+	got, err := PrometheusCounters(&Case{}, page)
 	want := Counters{Untrusted: 3, Oversized: 1, Malformed: 2, Admitted: 5, RejectedBodies: 7, GRPCUninspected: 8, GRPCRefused: 9,
 		DetectedUntrusted: 10, DetectedOversized: 11, DetectedMalformed: 12}
 	if err != nil || got != want {
 		t.Errorf("got %v %v, want %v", got, err, want)
 	}
 	// The sidecar's page writes a series without labels bare.
-	if got, err := PrometheusCounters(strings.Replace(page, "total{} 5", "total 5", 1)); err != nil || got != want {
+	if got, err := PrometheusCounters(&Case{}, strings.Replace(page, "total{} 5", "total 5", 1)); err != nil || got != want {
 		t.Errorf("bare name: got %v %v", got, err)
 	}
-	if _, err := PrometheusCounters(strings.Replace(page, `"malformed"`, `"other"`, 1)); err == nil || !strings.Contains(err.Error(), "malformed") {
+	if _, err := PrometheusCounters(&Case{}, strings.Replace(page, `"malformed"`, `"other"`, 1)); err == nil || !strings.Contains(err.Error(), "malformed") {
 		t.Errorf("missing series: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Case is one conformance case.
@@ -34,8 +35,14 @@ type Case struct {
 	GRPC string
 	// Detect: the case runs in detect mode ("mode": "detect"); see
 	// DetectCase and the BothModes option.
-	Detect  bool
-	Request Request
+	Detect bool
+	// RouterOnly is the configuration's router_only member, nil for a case
+	// without one; RouterOnlyFields are every field it makes, member paths
+	// then header names in the order a host defines their series (the
+	// generator derives them from the specification's presets).
+	RouterOnly       json.RawMessage
+	RouterOnlyFields []string
+	Request          Request
 	Expect  Expect
 }
 
@@ -115,6 +122,14 @@ type Expect struct {
 	Reason  string
 	// CanonicalHint is the admitted envelope's canonical bytes, if any.
 	CanonicalHint string
+	// RouterOnlyFound, for a request refused for router-only fields, are
+	// the fields it carried, in Counters.RouterOnlyRemoved's form: what
+	// detect mode counts as detected.
+	RouterOnlyFound string
+	// Headers are request headers (lower-case names) the worker must
+	// receive with the value given, or, for nil, must not receive at all;
+	// nil when the case says nothing of headers (see ObservesHeaders).
+	Headers map[string]*string
 	// Counters are the metric deltas the request causes.
 	Counters Counters
 }
@@ -138,6 +153,13 @@ type Counters struct {
 	DetectedUnknownVersion int `json:"detected_unknown_version,omitempty"`
 	DetectedOversized      int `json:"detected_oversized,omitempty"`
 	DetectedMalformed      int `json:"detected_malformed,omitempty"`
+	// The router-only counters: refusals, and the fields removed and (in
+	// detect mode, derived by DetectCase) detected, as "field=n,..." in
+	// name order for n != 0 (kvgate_router_only_removed_total and
+	// kvgate_router_only_detected_total).
+	RouterOnlyRefused  int    `json:"router_only_refused,omitempty"`
+	RouterOnlyRemoved  string `json:"router_only_removed,omitempty"`
+	RouterOnlyDetected string `json:"router_only_detected,omitempty"`
 }
 
 type fileJSON struct {
@@ -154,6 +176,8 @@ type caseJSON struct {
 	MaxDepth       int             `json:"max_depth"`
 	MaxBodyBytes   int             `json:"max_body_bytes"`
 	GRPC           string          `json:"grpc"`
+	RouterOnly     json.RawMessage `json:"router_only"`
+	ROFields       []string        `json:"router_only_fields"`
 	Request        struct {
 		Method     string            `json:"method"`
 		Path       string            `json:"path"`
@@ -170,8 +194,10 @@ type caseJSON struct {
 		Unchanged           bool     `json:"unchanged"`
 		Outcome             string   `json:"outcome"`
 		Reason              *string  `json:"reason"`
-		CanonicalHint       *string  `json:"canonical_hint"`
-		Counters            Counters `json:"counters"`
+		CanonicalHint       *string            `json:"canonical_hint"`
+		Headers             map[string]*string `json:"headers"`
+		RouterOnlyFound     string             `json:"router_only_found"`
+		Counters            Counters           `json:"counters"`
 	} `json:"expect"`
 }
 
@@ -215,6 +241,8 @@ func convert(group string, cj caseJSON) (Case, error) {
 		MaxDepth:       cj.MaxDepth,
 		MaxBodyBytes:   cj.MaxBodyBytes,
 		GRPC:           cj.GRPC,
+		RouterOnly:       cj.RouterOnly,
+		RouterOnlyFields: cj.ROFields,
 		Request: Request{
 			Method:  cj.Request.Method,
 			Path:    cj.Request.Path,
@@ -236,7 +264,9 @@ func convert(group string, cj caseJSON) (Case, error) {
 		GRPCStatus: e.GRPCStatus,
 		Unchanged:  e.Unchanged,
 		Outcome:    e.Outcome,
-		Counters:   e.Counters,
+		Headers:         e.Headers,
+		RouterOnlyFound: e.RouterOnlyFound,
+		Counters:        e.Counters,
 	}
 	if e.Reason != nil {
 		c.Expect.Reason = *e.Reason
@@ -257,6 +287,9 @@ func convert(group string, cj caseJSON) (Case, error) {
 	}
 	if (c.Sender == nil) != (c.TrustedSenders == nil) {
 		return c, fmt.Errorf("sender and trusted_senders go together")
+	}
+	if (c.RouterOnly == nil) != (c.RouterOnlyFields == nil) {
+		return c, fmt.Errorf("router_only and router_only_fields go together")
 	}
 	return c, nil
 }
@@ -297,6 +330,13 @@ func (c *Case) FilterConfig() string {
 	if c.Detect {
 		doc += `,"mode":"detect"`
 	}
+	if c.RouterOnly != nil {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, c.RouterOnly); err != nil {
+			panic(err) // the loader read it as JSON
+		}
+		doc += `,"router_only":` + compact.String()
+	}
 	return doc + "}"
 }
 
@@ -304,11 +344,33 @@ func (c *Case) FilterConfig() string {
 // Detection-only mode): the configuration says "mode": "detect", a
 // forwarded body is forwarded exactly as received, and what enforcing
 // counts as ignored is counted as detected instead; refusals (400, 413,
-// 415) and everything else stay. Its name starts with "detect/".
+// 415) and everything else stay, except a refusal for router-only fields,
+// which is forwarded as received with the fields counted as detected.
+// Router-only headers are forwarded too. Its name starts with "detect/".
 func DetectCase(c Case) Case {
 	d := c
 	d.Name, d.Detect = "detect/"+c.Name, true
 	e := &d.Expect
+	if e.Counters.RouterOnlyRefused > 0 {
+		// The generator gives refusals only bodies without a hint that
+		// are otherwise acceptable.
+		e.Action, e.Status, e.GRPCStatus, e.Outcome, e.Reason = "forward", 0, 0, "no_hint", ""
+		e.Counters.RouterOnlyRefused = 0
+		e.Counters.RouterOnlyRemoved = e.RouterOnlyFound
+	}
+	if e.Headers != nil {
+		h := map[string]*string{}
+		for k, want := range e.Headers {
+			h[k] = want
+			for rk, v := range c.Request.Headers {
+				if strings.EqualFold(rk, k) {
+					h[k] = &v
+				}
+			}
+		}
+		e.Headers = h
+	}
+	e.Counters.RouterOnlyDetected, e.Counters.RouterOnlyRemoved = e.Counters.RouterOnlyRemoved, ""
 	if e.Action == "forward" {
 		e.ForwardedBody, e.Unchanged = bytes.Clone(c.Request.Body), true
 	}
@@ -322,4 +384,18 @@ func DetectCase(c Case) Case {
 	k.DetectedOversized, k.Oversized = k.Oversized, 0
 	k.DetectedMalformed, k.Malformed = k.Malformed, 0
 	return d
+}
+
+// RouterOnlyHeader reports whether the request carries a header that is
+// one of the case's router-only fields: a case only a host with headers
+// (the filter's) can run.
+func (c *Case) RouterOnlyHeader() bool {
+	for k := range c.Request.Headers {
+		for _, f := range c.RouterOnlyFields {
+			if strings.EqualFold(k, f) {
+				return true
+			}
+		}
+	}
+	return false
 }
