@@ -43,7 +43,7 @@ type Case struct {
 	RouterOnly       json.RawMessage
 	RouterOnlyFields []string
 	Request          Request
-	Expect  Expect
+	Expect           Expect
 }
 
 // Sender is what the host knows about a request's sender, as the four
@@ -186,14 +186,14 @@ type caseJSON struct {
 		BodyBase64 *string           `json:"body_base64"`
 	} `json:"request"`
 	Expect struct {
-		Action              string   `json:"action"`
-		Status              int      `json:"status"`
-		GRPCStatus          int      `json:"grpc_status"`
-		ForwardedBody       *string  `json:"forwarded_body"`
-		ForwardedBodyBase64 *string  `json:"forwarded_body_base64"`
-		Unchanged           bool     `json:"unchanged"`
-		Outcome             string   `json:"outcome"`
-		Reason              *string  `json:"reason"`
+		Action              string             `json:"action"`
+		Status              int                `json:"status"`
+		GRPCStatus          int                `json:"grpc_status"`
+		ForwardedBody       *string            `json:"forwarded_body"`
+		ForwardedBodyBase64 *string            `json:"forwarded_body_base64"`
+		Unchanged           bool               `json:"unchanged"`
+		Outcome             string             `json:"outcome"`
+		Reason              *string            `json:"reason"`
 		CanonicalHint       *string            `json:"canonical_hint"`
 		Headers             map[string]*string `json:"headers"`
 		RouterOnlyFound     string             `json:"router_only_found"`
@@ -232,15 +232,15 @@ func Load(dir string) ([]Case, error) {
 
 func convert(group string, cj caseJSON) (Case, error) {
 	c := Case{
-		Group:          group,
-		Name:           cj.Name,
-		Description:    cj.Description,
-		Trusted:        cj.Trusted,
-		TrustedSenders: cj.TrustedSenders,
-		Sender:         cj.Sender,
-		MaxDepth:       cj.MaxDepth,
-		MaxBodyBytes:   cj.MaxBodyBytes,
-		GRPC:           cj.GRPC,
+		Group:            group,
+		Name:             cj.Name,
+		Description:      cj.Description,
+		Trusted:          cj.Trusted,
+		TrustedSenders:   cj.TrustedSenders,
+		Sender:           cj.Sender,
+		MaxDepth:         cj.MaxDepth,
+		MaxBodyBytes:     cj.MaxBodyBytes,
+		GRPC:             cj.GRPC,
 		RouterOnly:       cj.RouterOnly,
 		RouterOnlyFields: cj.ROFields,
 		Request: Request{
@@ -259,11 +259,11 @@ func convert(group string, cj caseJSON) (Case, error) {
 	c.Request.Body = body
 	e := cj.Expect
 	c.Expect = Expect{
-		Action:     e.Action,
-		Status:     e.Status,
-		GRPCStatus: e.GRPCStatus,
-		Unchanged:  e.Unchanged,
-		Outcome:    e.Outcome,
+		Action:          e.Action,
+		Status:          e.Status,
+		GRPCStatus:      e.GRPCStatus,
+		Unchanged:       e.Unchanged,
+		Outcome:         e.Outcome,
 		Headers:         e.Headers,
 		RouterOnlyFound: e.RouterOnlyFound,
 		Counters:        e.Counters,
