@@ -161,7 +161,7 @@ func (m *Module) NewConfig(env Env, name string, doc []byte) (h uintptr, err err
 	if err != nil {
 		return 0, err
 	}
-	c := &config{doc: append([]byte(nil), doc...), cfg: cfg, names: filterspec.MetricNames()}
+	c := &config{doc: append([]byte(nil), doc...), cfg: cfg, names: cfg.MetricNames()}
 	// One family per metric name, its labels Envoy's: the same series
 	// /stats/prometheus shows for the wasm filter through stats_tags.
 	families := map[string]uint{}

@@ -50,7 +50,7 @@ func TestSeriesDefined(t *testing.T) {
 		names = append(names, f.name+"{"+strings.Join(f.labels, ",")+"}")
 	}
 	want := "trtllm_kv_hints_ignored_total{reason} kvgate_kv_hints_admitted_total{} kvgate_bodies_rejected_total{status} " +
-		"kvgate_requests_uninspected_total{protocol} kvgate_requests_refused_total{protocol} kvgate_kv_hints_detected_total{reason}"
+		"kvgate_requests_uninspected_total{protocol} kvgate_requests_refused_total{reason} kvgate_kv_hints_detected_total{reason}"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("families %s, want %s", got, want)
 	}

@@ -46,6 +46,15 @@ type uvicornRecord struct {
 	Body    []byte
 	KVHints any
 	Expect  *string
+	// RouterOnly are the router-only fields the model read, by path;
+	// Model, Messages and NvExt what it read of the rest.
+	RouterOnly map[string]any
+	Model      *string
+	Messages   any
+	NvExt      map[string]any
+	// Headers are the request's headers as the worker got them, every
+	// value, names in lower case.
+	Headers [][2]string
 }
 
 // Records returns what reached the worker under a CaseHeader value.
@@ -57,9 +66,14 @@ func (w *uvicornWorker) Records(t testing.TB, key string) []uvicornRecord {
 	}
 	defer resp.Body.Close()
 	var raw []struct {
-		Body    string  `json:"body"`
-		KVHints any     `json:"kv_hints"`
-		Expect  *string `json:"expect"`
+		Body       string         `json:"body"`
+		KVHints    any            `json:"kv_hints"`
+		Expect     *string        `json:"expect"`
+		RouterOnly map[string]any `json:"router_only"`
+		Model      *string        `json:"model"`
+		Messages   any            `json:"messages"`
+		NvExt      map[string]any `json:"nvext"`
+		Headers    [][2]string    `json:"header_list"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
@@ -70,7 +84,8 @@ func (w *uvicornWorker) Records(t testing.TB, key string) []uvicornRecord {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = uvicornRecord{Body: b, KVHints: r.KVHints, Expect: r.Expect}
+		out[i] = uvicornRecord{Body: b, KVHints: r.KVHints, Expect: r.Expect, RouterOnly: r.RouterOnly,
+			Model: r.Model, Messages: r.Messages, NvExt: r.NvExt, Headers: r.Headers}
 	}
 	return out
 }

@@ -30,6 +30,29 @@ from pydantic import BaseModel, ConfigDict
 CASE_HEADER = "x-kvgate-case"
 
 
+class NvExt(BaseModel):
+    # Dynamo's nvext extension: the members that pick a worker, and one a
+    # client may send.
+    model_config = ConfigDict(extra="allow")
+
+    backend_instance_id: Optional[Any] = None
+    decode_worker_id: Optional[Any] = None
+    prefill_worker_id: Optional[Any] = None
+    dp_rank: Optional[Any] = None
+    prefill_dp_rank: Optional[Any] = None
+    token_data: Optional[Any] = None
+    use_raw_prompt: Optional[Any] = None
+    ignore_eos: Optional[bool] = None
+
+
+# The router-only members the engines' request models declare (vLLM,
+# SGLang, TensorRT-LLM), read by the model as the engines read them.
+ROUTER_ONLY = ["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room",
+               "routed_dp_rank", "disagg_prefill_dp_rank", "data_parallel_rank", "disaggregated_params"]
+NVEXT_ROUTER_ONLY = ["backend_instance_id", "decode_worker_id", "prefill_worker_id", "dp_rank", "prefill_dp_rank",
+                     "token_data", "use_raw_prompt"]
+
+
 class ChatCompletionRequest(BaseModel):
     # vLLM's and TensorRT-LLM's request models accept members they do not
     # name, as OpenAI's API does.
@@ -40,6 +63,27 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     max_tokens: Optional[int] = None
     kv_hints: Optional[Any] = None
+    kv_transfer_params: Optional[dict[str, Any]] = None
+    ec_transfer_params: Optional[dict[str, Any]] = None
+    bootstrap_host: Optional[Any] = None
+    bootstrap_port: Optional[Any] = None
+    bootstrap_room: Optional[Any] = None
+    routed_dp_rank: Optional[Any] = None
+    disagg_prefill_dp_rank: Optional[Any] = None
+    data_parallel_rank: Optional[Any] = None
+    disaggregated_params: Optional[dict[str, Any]] = None
+    nvext: Optional[NvExt] = None
+
+
+def router_only_read(model: ChatCompletionRequest) -> dict[str, Any]:
+    """The router-only fields the model read, by path: what kvgate must
+    never let an untrusted client set."""
+    out = {f: getattr(model, f) for f in ROUTER_ONLY if getattr(model, f) is not None}
+    if model.nvext is not None:
+        for f in NVEXT_ROUTER_ONLY:
+            if getattr(model.nvext, f) is not None:
+                out["nvext." + f] = getattr(model.nvext, f)
+    return out
 
 
 app = FastAPI()
@@ -57,6 +101,11 @@ def keep(request: Request, body: bytes, model: Optional[ChatCompletionRequest]) 
         {
             "body": base64.b64encode(body).decode(),
             "kv_hints": None if model is None else model.kv_hints,
+            "router_only": None if model is None else router_only_read(model),
+            "model": None if model is None else model.model,
+            "messages": None if model is None else model.messages,
+            "nvext": None if model is None or model.nvext is None else model.nvext.model_dump(exclude_none=True),
+            "header_list": [[k, v] for k, v in request.headers.items()],
             "expect": request.headers.get("expect"),
             "headers": {k: v for k, v in request.headers.items()},
         }
