@@ -293,3 +293,40 @@ func TestBenchInputsAreWhatTheyClaim(t *testing.T) {
 		t.Errorf("60 KiB envelope is %s bytes", strconv.Itoa(n))
 	}
 }
+
+// presetMembers are the member paths of the five presets
+// (filterspec.Presets, which this package cannot import).
+var presetMembers = []string{"kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room",
+	"routed_dp_rank", "disagg_prefill_dp_rank", "data_parallel_rank", "disaggregated_params",
+	"nvext.backend_instance_id", "nvext.decode_worker_id", "nvext.prefill_worker_id", "nvext.dp_rank",
+	"nvext.prefill_dp_rank", "nvext.token_data", "nvext.use_raw_prompt"}
+
+// BenchmarkRewriteRouterOnly is the untrusted rewrite of a chat body
+// without router-only fields, with and without every preset's member
+// paths configured, side by side (off and presets), and of a body that
+// carries some (fields: they are removed).
+//
+//	go test -run '^$' -bench RewriteRouterOnly -count 6 ./kvhints | benchstat -col /ro -
+func BenchmarkRewriteRouterOnly(b *testing.B) {
+	ro, err := NewRouterOnly(presetMembers, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sz := range []struct {
+		name string
+		n    int
+	}{{"4KiB", 4 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
+		for _, hint := range []bool{false, true} {
+			body := chatBody(sz.n, hint)
+			kind := "nohint"
+			if hint {
+				kind = "hint"
+			}
+			b.Run(sz.name+"/"+kind+"/ro=off", func(b *testing.B) { benchRewrite(b, body, Policy{}) })
+			b.Run(sz.name+"/"+kind+"/ro=presets", func(b *testing.B) { benchRewrite(b, body, Policy{RouterOnly: ro}) })
+		}
+		fields := []byte(`{"kv_transfer_params":{"remote_host":"10.0.0.9","remote_port":5600},"nvext":{"backend_instance_id":3,"ignore_eos":true},` +
+			string(chatBody(sz.n, false)[1:]))
+		b.Run(sz.name+"/fields/ro=presets", func(b *testing.B) { benchRewrite(b, fields, Policy{RouterOnly: ro}) })
+	}
+}

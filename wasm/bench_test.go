@@ -79,3 +79,27 @@ func BenchmarkLifecycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLifecycleRouterOnly is BenchmarkLifecycle's untrusted request
+// with and without every preset configured (router_only.engines, members
+// and headers), side by side; the body carries none of the fields.
+//
+//	go test -run '^$' -bench LifecycleRouterOnly -count 6 ./wasm | benchstat -col /ro -
+func BenchmarkLifecycleRouterOnly(b *testing.B) {
+	for _, s := range benchSizes[:3] {
+		body := hintBody(s.n)
+		for _, c := range []struct{ name, doc string }{
+			{"ro=off", `{}`},
+			{"ro=presets", `{"router_only":{"engines":["vllm","sglang","trtllm","dynamo","llm-d"]}}`},
+		} {
+			b.Run(s.name+"/"+c.name, func(b *testing.B) {
+				h := newWzHost(b, context.Background(), c.doc)
+				defer h.close()
+				if r := h.request("/v1/chat/completions", body); !r.forwarded || len(r.body) >= len(body) {
+					b.Fatal("not stripped")
+				}
+				timeGuest(b, h, body)
+			})
+		}
+	}
+}
