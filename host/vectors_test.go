@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,7 +44,9 @@ type hostRunner struct {
 	retired       float64
 }
 
-func (*hostRunner) Observes() vectors.Observes { return vectors.ObservesReply }
+func (*hostRunner) Observes() vectors.Observes {
+	return vectors.ObservesReply | vectors.ObservesHeaders
+}
 
 func (r *hostRunner) Configure(t testing.TB, conf string) {
 	if r.cache == "" {
@@ -102,7 +105,11 @@ func (r *hostRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	if cl := d.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(d.Body)) {
 		return vectors.Result{}, fmt.Errorf("content-length %s forwarded with a body of %d bytes", cl, len(d.Body))
 	}
-	return vectors.Result{Forwarded: true, Body: d.Body}, nil
+	hs := map[string][]string{}
+	for k, v := range d.Header {
+		hs[strings.ToLower(k)] = v
+	}
+	return vectors.Result{Forwarded: true, Body: d.Body, Headers: hs}, nil
 }
 
 // sender gives req the connection a case's sender has: its source

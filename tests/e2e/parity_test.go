@@ -36,7 +36,7 @@ type httpRunner struct {
 }
 
 func (*httpRunner) Observes() vectors.Observes {
-	return vectors.ObservesReply | vectors.ObservesForwardStatus | vectors.ObservesGRPCStatus
+	return vectors.ObservesReply | vectors.ObservesForwardStatus | vectors.ObservesGRPCStatus | vectors.ObservesHeaders
 }
 
 func (r *httpRunner) Send(c *vectors.Case) (vectors.Result, error) {
@@ -55,6 +55,10 @@ func (r *httpRunner) Send(c *vectors.Case) (vectors.Result, error) {
 	case 0:
 	case 1:
 		res.Forwarded, res.Body = true, recs[0].Body
+		res.Headers = map[string][]string{}
+		for k, v := range recs[0].Header {
+			res.Headers[strings.ToLower(k)] = v
+		}
 	default:
 		return res, fmt.Errorf("the worker received %d requests", len(recs))
 	}

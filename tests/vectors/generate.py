@@ -1907,7 +1907,7 @@ def ro_case(short, desc, cfg, members, trusted=False, headers=None, head="{", ta
     assert py_accepts(req), short
     mpaths, hnames = ro_split(cfg)
     hdrs = dict(JSON_CT)
-    hdrs["x-request-id"] = "req-" + short
+    hdrs["x-client-tag"] = "req-" + short
     hdrs.update(headers or {})
     hints = [m for m in members if json.loads(m.key) == "kv_hints"]
     found = set()
@@ -1938,7 +1938,7 @@ def ro_case(short, desc, cfg, members, trusted=False, headers=None, head="{", ta
         assert exp["outcome"] == outcome, (short, exp["outcome"])
     # Router-only headers never reach the worker from an untrusted sender;
     # every other header does, as sent.
-    eh = {"x-request-id": hdrs["x-request-id"]}
+    eh = {"x-client-tag": hdrs["x-client-tag"]}
     for k, v in (headers or {}).items():
         eh[k.lower()] = None if k.lower() in hfound else v
     exp["headers"] = eh
