@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/kvhints"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -142,7 +144,9 @@ func TestExcluded(t *testing.T) {
 func FuzzParseConfig(f *testing.F) {
 	for _, s := range []string{``, `{}`, `{"trust_kv_hints":true,"max_depth":5,"max_body_bytes":100,"exclude_paths":["/a","/b/*"]}`,
 		`{"exclude_paths":["\u002fa\ud83d\ude00"]}`, `{"max_depth":1e3}`, `{"x":1}`, `[`, `{"trust_kv_hints":tru}`,
-		`{"trusted_senders":[{"principal":"spiffe://td/ns/llm/sa/*","source_cidr":"10.8.0.0/16"},{"dns_name":"r.svc"}]}`} {
+		`{"trusted_senders":[{"principal":"spiffe://td/ns/llm/sa/*","source_cidr":"10.8.0.0/16"},{"dns_name":"r.svc"}]}`,
+		`{"router_only":{"engines":["vllm","llm-d"],"members":["a.b","c"],"headers":["X-A"],"untrusted":"refuse"}}`,
+		`{"router_only":{}}`, `{"router_only":{"members":["a","a.b"],"headers":["x-\u0041"]}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -189,6 +193,22 @@ func FuzzParseConfig(f *testing.F) {
 				if rules[i]["principal"] != r.Principal || rules[i]["dns_name"] != r.DNSName || cidr != r.SourceCIDR {
 					t.Fatalf("%q: rule %d %+v, encoding/json %q", doc, i, r, rules[i])
 				}
+			}
+		}
+		if v, ok := m["router_only"]; ok {
+			var ro struct{ Engines, Members, Headers []string }
+			if err := json.Unmarshal(v, &ro); err != nil {
+				t.Fatalf("%q: router_only: %v", doc, err)
+			}
+			for i := range ro.Headers {
+				ro.Headers[i] = strings.ToLower(ro.Headers[i])
+			}
+			got := cfg.RouterOnly
+			if !slices.Equal(ro.Engines, got.Engines) || !slices.Equal(ro.Members, got.Members) || !slices.Equal(ro.Headers, got.Headers) {
+				t.Fatalf("%q: router_only %+v, encoding/json %+v", doc, got, ro)
+			}
+			if len(got.Fields()) > kvhints.MaxRouterOnlyPaths {
+				t.Fatalf("%q: %d fields", doc, len(got.Fields()))
 			}
 		}
 		if v, ok := m["trust_kv_hints"]; ok {
