@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,20 @@ func TestReportedHint(t *testing.T) {
 			}
 			if got := r.h.set[filterspec.PropertyHintReason]; got != reason {
 				t.Errorf("%s/%s: %s = %q, want %q", c.Name, v, filterspec.PropertyHintReason, got, reason)
+			}
+			// The router-only fields the case carried, by name: removed,
+			// refused for, or detected.
+			var want []string
+			for _, e := range strings.Split(c.Expect.Counters.RouterOnlyRemoved+","+c.Expect.RouterOnlyFound, ",") {
+				if f, _, _ := strings.Cut(e, "="); f != "" {
+					want = append(want, f)
+				}
+			}
+			got := strings.Split(r.h.set[filterspec.PropertyRouterOnly], ",")
+			slices.Sort(want)
+			slices.Sort(got)
+			if _, set := r.h.set[filterspec.PropertyRouterOnly]; set != (len(want) > 0) || set && !slices.Equal(got, want) {
+				t.Errorf("%s/%s: %s = %q, want %q", c.Name, v, filterspec.PropertyRouterOnly, r.h.set[filterspec.PropertyRouterOnly], want)
 			}
 			detail, ok := r.h.set[filterspec.PropertyHintDetail]
 			if ok != strings.HasPrefix(hint, filterspec.HintDiscarded) || ok && detail == "" {

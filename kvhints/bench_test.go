@@ -297,7 +297,8 @@ func TestBenchInputsAreWhatTheyClaim(t *testing.T) {
 // presetMembers are the member paths of the five presets
 // (filterspec.Presets, which this package cannot import).
 var presetMembers = []string{"kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room",
-	"routed_dp_rank", "disagg_prefill_dp_rank", "data_parallel_rank", "disaggregated_params",
+	"bootstrap_pair_key", "decode_tp_size", "routed_dp_rank", "disagg_prefill_dp_rank", "data_parallel_rank", "kv_router_hint",
+	"disaggregated_params", "prompt_token_ids", "prompt_token_ids_b64",
 	"nvext.backend_instance_id", "nvext.decode_worker_id", "nvext.prefill_worker_id", "nvext.dp_rank",
 	"nvext.prefill_dp_rank", "nvext.token_data", "nvext.use_raw_prompt"}
 

@@ -36,6 +36,7 @@ var roBodies = map[string]string{
 		`"kv_transfer_params":{"do_remote_prefill":true,"remote_host":"` + roSecret + `","remote_port":1},` +
 		`"bootstrap_host":"` + roSecret + `","bootstrap_port":8998,"bootstrap_room":42,"routed_dp_rank":1,` +
 		`"disagg_prefill_dp_rank":1,"data_parallel_rank":0,"disaggregated_params":{"request_type":"generation_only"},` +
+		`"bootstrap_pair_key":"k","decode_tp_size":8,"kv_router_hint":"` + roSecret + `","prompt_token_ids":[1,2],"prompt_token_ids_b64":"AQI=",` +
 		`"ec_transfer_params":{"remote_host":"` + roSecret + `"},` +
 		`"nvext":{"backend_instance_id":7,"decode_worker_id":7,"prefill_worker_id":7,"dp_rank":1,"prefill_dp_rank":1,` +
 		`"token_data":[1,2,3],"use_raw_prompt":true,"ignore_eos":true}}`,

@@ -48,7 +48,8 @@ class NvExt(BaseModel):
 # The router-only members the engines' request models declare (vLLM,
 # SGLang, TensorRT-LLM), read by the model as the engines read them.
 ROUTER_ONLY = ["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room",
-               "routed_dp_rank", "disagg_prefill_dp_rank", "data_parallel_rank", "disaggregated_params"]
+               "bootstrap_pair_key", "decode_tp_size", "routed_dp_rank", "disagg_prefill_dp_rank", "data_parallel_rank",
+               "kv_router_hint", "disaggregated_params", "prompt_token_ids", "prompt_token_ids_b64"]
 NVEXT_ROUTER_ONLY = ["backend_instance_id", "decode_worker_id", "prefill_worker_id", "dp_rank", "prefill_dp_rank",
                      "token_data", "use_raw_prompt"]
 
@@ -71,7 +72,12 @@ class ChatCompletionRequest(BaseModel):
     routed_dp_rank: Optional[Any] = None
     disagg_prefill_dp_rank: Optional[Any] = None
     data_parallel_rank: Optional[Any] = None
+    bootstrap_pair_key: Optional[Any] = None
+    decode_tp_size: Optional[Any] = None
+    kv_router_hint: Optional[Any] = None
     disaggregated_params: Optional[dict[str, Any]] = None
+    prompt_token_ids: Optional[list[int]] = None
+    prompt_token_ids_b64: Optional[str] = None
     nvext: Optional[NvExt] = None
 
 

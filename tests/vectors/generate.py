@@ -1826,17 +1826,18 @@ def gen_senders():
 # The filter's own table must make the same fields (filter/vectors_test.go).
 PRESETS = {
     "vllm": (["kv_transfer_params", "ec_transfer_params"], ["x-data-parallel-rank"]),
-    "sglang": (["bootstrap_host", "bootstrap_port", "bootstrap_room", "routed_dp_rank", "disagg_prefill_dp_rank",
-                "data_parallel_rank"], []),
-    "trtllm": (["disaggregated_params"], []),
+    "sglang": (["bootstrap_host", "bootstrap_port", "bootstrap_room", "bootstrap_pair_key", "decode_tp_size",
+                "routed_dp_rank", "disagg_prefill_dp_rank", "data_parallel_rank", "kv_router_hint"],
+               ["x-data-parallel-rank"]),
+    "trtllm": (["disaggregated_params", "prompt_token_ids", "prompt_token_ids_b64"],
+               ["x-trtllm-disagg-auth", "x-trtllm-subagent-affinity-id"]),
     "dynamo": (["nvext.backend_instance_id", "nvext.decode_worker_id", "nvext.prefill_worker_id", "nvext.dp_rank",
                 "nvext.prefill_dp_rank", "nvext.token_data", "nvext.use_raw_prompt"],
                ["x-dynamo-worker-instance-id", "x-dynamo-prefill-instance-id", "x-dynamo-dp-rank",
                 "x-dynamo-prefill-dp-rank", "x-worker-instance-id", "x-prefill-instance-id", "x-dp-rank",
                 "x-data-parallel-rank", "x-prefill-dp-rank"]),
-    "llm-d": ([], ["x-prefiller-host-port", "x-llm-d-prefiller-host-port", "x-prefiller-url",
-                   "x-llm-d-kv-cache-source-host-port", "x-kv-cache-source-host-port", "x-llm-d-encoder-hosts-ports",
-                   "x-encoder-hosts-ports", "x-data-parallel-host-port"]),
+    "llm-d": ([], ["x-prefiller-host-port", "x-prefiller-url", "x-kv-cache-source-host-port", "x-encoder-hosts-ports",
+                   "x-data-parallel-host-port"]),
 }
 ENGINES = ["vllm", "sglang", "trtllm", "dynamo", "llm-d"]
 
@@ -2016,7 +2017,7 @@ def gen_router_only():
             [MODEL(), K("kv_transfer_params", KTP), K("nvext", NB(K("backend_instance_id", "1"))), MSGS()], trusted=True,
             headers={"x-prefiller-host-port": "10.0.0.9:8000", "x-dynamo-dp-rank": "1"})
     ro_case("header-and-body", "router-only headers and members together", ALL,
-            [MODEL(), K("kv_transfer_params", KTP), MSGS()], headers={"x-data-parallel-rank": "1", "x-llm-d-prefiller-host-port": "h:1"})
+            [MODEL(), K("kv_transfer_params", KTP), MSGS()], headers={"x-data-parallel-rank": "1", "x-prefiller-url": "http://h:1"})
     ro_case("other-header-kept", "a header that is not router-only goes on", ALL,
             [MODEL(), MSGS()], headers={"x-session-id": "s1", "x-prefiller": "not-a-field"})
     # The operator's own fields: a deeper path, a header.
