@@ -44,9 +44,9 @@ func TestRouterOnlyHeaders(t *testing.T) {
 	body := []byte(`{"model":"m"}`)
 	for _, c := range []struct {
 		name, config, path string
-		body                []byte
-		trusted, refused    bool
-		detect              bool
+		body               []byte
+		trusted, refused   bool
+		detect             bool
 	}{
 		{"body", `{` + ro + `}`, "/v1/chat/completions", body, false, false, false},
 		{"no body", `{` + ro + `}`, "/v1/models", nil, false, false, false},
