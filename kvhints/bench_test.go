@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -329,5 +330,55 @@ func BenchmarkRewriteRouterOnly(b *testing.B) {
 		fields := []byte(`{"kv_transfer_params":{"remote_host":"10.0.0.9","remote_port":5600},"nvext":{"backend_instance_id":3,"ignore_eos":true},` +
 			string(chatBody(sz.n, false)[1:]))
 		b.Run(sz.name+"/fields/ro=presets", func(b *testing.B) { benchRewrite(b, fields, Policy{RouterOnly: ro}) })
+	}
+}
+
+// BenchmarkRouterOnlyPaired alternates the two rewrites of
+// BenchmarkRewriteRouterOnly (a body without router-only fields, with and
+// without the presets' paths) in blocks of 64 calls, so that the machine's
+// drift falls on both alike, and reports each one's time per call and
+// their ratio (presets/off).
+//
+//	go test -run '^$' -bench RouterOnlyPaired -count 6 ./kvhints
+func BenchmarkRouterOnlyPaired(b *testing.B) {
+	ro, err := NewRouterOnly(presetMembers, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sz := range []struct {
+		name string
+		n    int
+	}{{"4KiB", 4 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
+		for _, hint := range []bool{false, true} {
+			body := chatBody(sz.n, hint)
+			name := sz.name + "/nohint"
+			if hint {
+				name = sz.name + "/hint"
+			}
+			b.Run(name, func(b *testing.B) {
+				var off, on Rewriter
+				pOff, pOn := Policy{}, Policy{RouterOnly: ro}
+				off.Rewrite(body, pOff)
+				on.Rewrite(body, pOn)
+				var tOff, tOn time.Duration
+				b.ReportAllocs()
+				b.ResetTimer()
+				for done := 0; done < b.N; done += 64 {
+					n := min(64, b.N-done)
+					start := time.Now()
+					for i := 0; i < n; i++ {
+						off.Rewrite(body, pOff)
+					}
+					mid := time.Now()
+					for i := 0; i < n; i++ {
+						on.Rewrite(body, pOn)
+					}
+					tOff, tOn = tOff+mid.Sub(start), tOn+time.Since(mid)
+				}
+				b.ReportMetric(float64(tOff.Nanoseconds())/float64(b.N), "off-ns/op")
+				b.ReportMetric(float64(tOn.Nanoseconds())/float64(b.N), "presets-ns/op")
+				b.ReportMetric(float64(tOn)/float64(tOff), "presets/off")
+			})
+		}
 	}
 }

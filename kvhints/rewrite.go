@@ -421,7 +421,7 @@ func (r *Rewriter) scanGo(b []byte, i int) (msg string) {
 			hint := isHintKey(b[key:kend], escaped, r.scratch[:0])
 			var end int
 			taken := false
-			if r.ro.set != nil && !hint {
+			if r.ro.set != nil && !hint && r.ro.set.root.mayMatch(b[key:kend], escaped) {
 				taken, end, err = r.topMember(b, idx, key, kend, escaped, val)
 			}
 			if end == 0 && err == nil {

@@ -31,9 +31,28 @@ type RouterOnly struct {
 	refuse bool
 }
 
-// roNode is one object level of the paths: the names that matter at it.
+// roNode is one object level of the paths: the names that matter at it,
+// and the sets of their lengths and first bytes, which turn most keys away
+// before any comparison (see mayMatch).
 type roNode struct {
 	names []roName
+	lens  [4]uint64 // bit n: a name of n bytes (names are at most 128)
+	first [4]uint64 // bit c: a name that starts with byte c
+}
+
+// mayMatch reports whether the key literal lit can name one of the
+// level's names: an escaped key always can; a plain one only with a
+// length and a first byte that some name has.
+func (n *roNode) mayMatch(lit []byte, escaped bool) bool {
+	if escaped {
+		return true
+	}
+	l := len(lit) - 2
+	if l <= 0 || l > maxRouterOnlyName {
+		return false
+	}
+	c := lit[1]
+	return n.lens[l>>6]&(1<<(l&63)) != 0 && n.first[c>>6]&(1<<(c&63)) != 0
 }
 
 // roName is one member name at a level: removed when field >= 0 (the
@@ -79,6 +98,8 @@ func NewRouterOnly(paths []string, refuse bool) (*RouterOnly, error) {
 			if e == nil {
 				n.names = append(n.names, roName{name: name, field: -1})
 				e = &n.names[len(n.names)-1]
+				n.lens[len(name)>>6] |= 1 << (len(name) & 63)
+				n.first[name[0]>>6] |= 1 << (name[0] & 63)
 			}
 			if d == len(names)-1 {
 				if e.field >= 0 {
@@ -147,6 +168,9 @@ func (ro *RouterOnly) Refuse() bool { return ro != nil && ro.refuse }
 // decoded as Python decodes it, or nil. Names are ASCII, so a literal
 // that decodes to one is at most six bytes a character.
 func (n *roNode) match(lit []byte, escaped bool, scratch []byte) *roName {
+	if !n.mayMatch(lit, escaped) {
+		return nil
+	}
 	for i := range n.names {
 		e := &n.names[i]
 		if !escaped {

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -102,4 +103,51 @@ func BenchmarkLifecycleRouterOnly(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkLifecycleRouterOnlyPaired alternates BenchmarkLifecycleRouterOnly's
+// two hosts (without and with every preset) in blocks of 32 requests and
+// reports each one's guest time per request and their ratio.
+//
+//	go test -run '^$' -bench LifecycleRouterOnlyPaired -count 6 ./wasm
+func BenchmarkLifecycleRouterOnlyPaired(b *testing.B) {
+	for _, s := range benchSizes[:3] {
+		body := hintBody(s.n)
+		b.Run(s.name, func(b *testing.B) {
+			off := newWzHost(b, context.Background(), `{}`)
+			defer off.close()
+			on := newWzHost(b, context.Background(), pairedDoc())
+			defer on.close()
+			for _, h := range []*wzHost{off, on} {
+				if r := h.request("/v1/chat/completions", body); !r.forwarded || len(r.body) >= len(body) {
+					b.Fatal("not stripped")
+				}
+			}
+			var tOff, tOn time.Duration
+			run := func(h *wzHost, n int) time.Duration {
+				h.hostTime = 0
+				start := time.Now()
+				for i := 0; i < n; i++ {
+					h.request("/v1/chat/completions", body)
+				}
+				return time.Since(start) - h.hostTime
+			}
+			b.ResetTimer()
+			for done := 0; done < b.N; done += 32 {
+				n := min(32, b.N-done)
+				tOff += run(off, n)
+				tOn += run(on, n)
+			}
+			b.ReportMetric(float64(tOff.Nanoseconds())/float64(b.N), "off-guest-ns/op")
+			b.ReportMetric(float64(tOn.Nanoseconds())/float64(b.N), "presets-guest-ns/op")
+			b.ReportMetric(float64(tOn)/float64(tOff), "presets/off")
+		})
+	}
+}
+
+func pairedDoc() string {
+	if d := os.Getenv("KVGATE_RO_DOC"); d != "" {
+		return d
+	}
+	return `{"router_only":{"engines":["vllm","sglang","trtllm","dynamo","llm-d"]}}`
 }
