@@ -234,14 +234,18 @@ func TestUnchangedBodyNotReplaced(t *testing.T) {
 }
 
 func TestSteadyStateAllocations(t *testing.T) {
-	h := newFakeHost(`{}`)
-	p, _ := newPlugin(h)
-	body := []byte(`{"model":"m","kv_hints":` + refHint + `,"prompt":"` + strings.Repeat("x", 1000) + `"}`)
-	hdrs := proxywasm.EncodeHeaderMap([][2]string{{":path", "/v1/chat/completions"}, {"content-length", "1234"}})
-	host := &allocFreeHost{fakeHost: h, hdrs: hdrs, body: body}
-	p.host = host
-	if n := requestAllocs(p, len(body)); n != 0 {
-		t.Errorf("%v allocations per request", n)
+	// Also with every router-only preset on, for a request that carries
+	// none of the fields.
+	for _, doc := range []string{`{}`, `{"router_only":{"engines":["vllm","sglang","trtllm","dynamo","llm-d"]}}`} {
+		h := newFakeHost(doc)
+		p, _ := newPlugin(h)
+		body := []byte(`{"model":"m","kv_hints":` + refHint + `,"prompt":"` + strings.Repeat("x", 1000) + `"}`)
+		hdrs := proxywasm.EncodeHeaderMap([][2]string{{":path", "/v1/chat/completions"}, {"content-length", "1234"}, {"x-session-id", "s"}})
+		host := &allocFreeHost{fakeHost: h, hdrs: hdrs, body: body}
+		p.host = host
+		if n := requestAllocs(p, len(body)); n != 0 {
+			t.Errorf("%s: %v allocations per request", doc, n)
+		}
 	}
 }
 

@@ -80,6 +80,9 @@ type RouterOnly struct {
 	members int
 	strip   *kvhints.RouterOnly
 	refuse  *kvhints.RouterOnly
+	// hlens has bit n set when a header name has n bytes (at most 128):
+	// most request headers are turned away on their length alone.
+	hlens [3]uint64
 }
 
 // Fields returns every field, member paths first (NumMembers of them),
@@ -110,6 +113,9 @@ func (ro *RouterOnly) NumHeaders() int {
 // Header returns field index of header name (as received, any case), or
 // -1 when it is not router-only.
 func (ro *RouterOnly) Header(name []byte) int {
+	if l := len(name); l > 128 || ro.hlens[l>>6]&(1<<(l&63)) == 0 {
+		return -1
+	}
 	for i, h := range ro.fields[ro.members:] {
 		if len(name) == len(h) && equalFoldLower(name, h) {
 			return ro.members + i
@@ -229,6 +235,9 @@ func (ro *RouterOnly) compile() string {
 	}
 	ro.fields = append(members, headers...)
 	ro.members = len(members)
+	for _, h := range headers {
+		ro.hlens[len(h)>>6] |= 1 << (len(h) & 63)
+	}
 	return ""
 }
 
