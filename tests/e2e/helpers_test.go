@@ -286,7 +286,8 @@ var labelRe = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 // parseSeries reads the filter's families from a Prometheus text page.
 func parseSeries(page string) series {
 	fams := map[string]bool{filterspec.MetricIgnored: true, filterspec.MetricAdmitted: true, filterspec.MetricRejected: true,
-		filterspec.MetricUninspected: true, filterspec.MetricRefused: true, filterspec.MetricDetected: true}
+		filterspec.MetricUninspected: true, filterspec.MetricRefused: true, filterspec.MetricDetected: true,
+		filterspec.MetricRouterOnlyRemoved: true, filterspec.MetricRouterOnlyDetected: true}
 	return parseFamilies(page, func(f string) bool { return fams[f] })
 }
 

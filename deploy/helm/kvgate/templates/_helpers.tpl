@@ -36,9 +36,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-The plugin configuration document. exclude_paths and trusted_senders are
-written only when set, so that the document stays readable by filters that
-predate a member.
+The plugin configuration document. exclude_paths, trusted_senders and
+router_only are written only when set, so that the document stays readable
+by filters that predate a member.
 */}}
 {{- define "kvgate.filterConfig" -}}
 {{- $f := .Values.filter -}}
@@ -46,7 +46,72 @@ predate a member.
 {{- if $f.grpc }}{{ $_ := set $doc "grpc" $f.grpc }}{{ end -}}
 {{- if $f.exclude_paths }}{{ $_ := set $doc "exclude_paths" $f.exclude_paths }}{{ end -}}
 {{- if $f.trusted_senders }}{{ $_ := set $doc "trusted_senders" $f.trusted_senders }}{{ end -}}
+{{- with include "kvgate.routerOnly" . | fromJson }}{{ $_ := set $doc "router_only" . }}{{ end -}}
 {{- toJson $doc -}}
+{{- end -}}
+
+{{/*
+The engines whose router-only presets apply, as a JSON array:
+filter.router_only.engines, or [worker.engine] when that list is empty.
+*/}}
+{{- define "kvgate.routerOnlyEngines" -}}
+{{- $ro := get .Values.filter "router_only" | default dict -}}
+{{- $engines := get $ro "engines" | default list -}}
+{{- if and (not $engines) .Values.worker.engine }}{{ $engines = list .Values.worker.engine }}{{ end -}}
+{{- toJson $engines -}}
+{{- end -}}
+
+{{/*
+The router_only member as JSON: the engines (kvgate.routerOnlyEngines) and
+the members and headers that are set, and untrusted; {} when no field is
+named, so that nothing is rendered and the filter guards kv_hints only.
+*/}}
+{{- define "kvgate.routerOnly" -}}
+{{- $ro := get .Values.filter "router_only" | default dict -}}
+{{- $engines := include "kvgate.routerOnlyEngines" . | fromJsonArray -}}
+{{- $members := get $ro "members" | default list -}}
+{{- $headers := get $ro "headers" | default list -}}
+{{- $doc := dict -}}
+{{- if or $engines $members $headers -}}
+{{- if $engines }}{{ $_ := set $doc "engines" $engines }}{{ end -}}
+{{- if $members }}{{ $_ := set $doc "members" $members }}{{ end -}}
+{{- if $headers }}{{ $_ := set $doc "headers" $headers }}{{ end -}}
+{{- $_ := set $doc "untrusted" (get $ro "untrusted" | default "strip") -}}
+{{- end -}}
+{{- toJson $doc -}}
+{{- end -}}
+
+{{/*
+router_only rules the schema cannot judge alone and the filter refuses
+(filterspec/routeronly.go, compile): a header listed twice in different
+case (the filter lowers them), and more fields than the filter takes once
+the engines' presets are expanded and duplicates merged. The presets are
+files/router-only-presets.json (the chart test keeps it equal to
+filterspec.Presets).
+*/}}
+{{- define "kvgate.checkRouterOnly" -}}
+{{- $ro := get .Values.filter "router_only" | default dict -}}
+{{- $presets := .Files.Get "files/router-only-presets.json" | fromJson -}}
+{{- $members := list -}}{{- $headers := list -}}
+{{- range include "kvgate.routerOnlyEngines" . | fromJsonArray -}}
+{{- with get $presets.engines . -}}
+{{- $members = concat $members .members -}}
+{{- $headers = concat $headers .headers -}}
+{{- end -}}
+{{- end -}}
+{{- $lower := dict -}}
+{{- range $i, $h := get $ro "headers" | default list -}}
+{{- if hasKey $lower (lower $h) -}}
+{{- fail (printf "filter.router_only.headers[%d] %q: listed twice (header names are matched without regard to case)" $i $h) -}}
+{{- end -}}
+{{- $_ := set $lower (lower $h) true -}}
+{{- $headers = append $headers (lower $h) -}}
+{{- end -}}
+{{- $members = concat $members (get $ro "members" | default list) | uniq -}}
+{{- $n := add (len $members) (len ($headers | uniq)) | int -}}
+{{- if gt $n (int $presets.max_fields) -}}
+{{- fail (printf "filter.router_only: %d fields, more than %d (the engines' presets expanded, duplicates merged)" $n (int $presets.max_fields)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* "true" when kvgate admits hints from someone, so the worker must read them. */}}
@@ -70,15 +135,20 @@ The Envoy stats_tags regex for one label of one filter counter family: the
 rule of metricname.Regex (the chart test keeps them equal).
 */}}
 {{- define "kvgate.statsTagRegex" -}}
+{{- if eq .label "field" -}}
+{{- printf "^wasmcustom\\.%s(?:\\.[a-zA-Z_][a-zA-Z0-9_]*\\.[a-zA-Z0-9_]+)*?(\\.%s\\.([a-zA-Z0-9_.-]+))$" .family .label -}}
+{{- else -}}
 {{- printf "^wasmcustom\\.%s(?:\\.[a-zA-Z_][a-zA-Z0-9_]*\\.[a-zA-Z0-9_]+)*?(\\.%s\\.([a-zA-Z0-9_]+))" .family .label -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
 Values the schema cannot judge alone and kvgate-sidecar refuses at start-up
 (its -check-config says the same; the chart test runs one list of values
 through both): the API and admin ports must differ (and, in sidecar mode,
-differ from the worker's port), and a source_cidr must be a prefix whose
-host bits are clear, not IPv4-mapped (filterspec/senders.go, parseCIDR).
+differ from the worker's port), a source_cidr must be a prefix whose
+host bits are clear, not IPv4-mapped (filterspec/senders.go, parseCIDR),
+and router_only must fit the filter (kvgate.checkRouterOnly).
 */}}
 {{- define "kvgate.checkValues" -}}
 {{- if ne .Values.mode "istio" -}}
@@ -95,6 +165,7 @@ host bits are clear, not IPv4-mapped (filterspec/senders.go, parseCIDR).
 {{- include "kvgate.checkCIDR" (dict "cidr" . "where" (printf "filter.trusted_senders[%d].source_cidr %q" $i .)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "kvgate.checkRouterOnly" . -}}
 {{- end -}}
 
 {{- define "kvgate.checkCIDR" -}}
