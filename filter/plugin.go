@@ -760,18 +760,4 @@ func parseLength(v []byte) (int64, bool) {
 }
 
 // equalFold reports whether an ASCII header name equals lower (lower case).
-func equalFold(k []byte, lower string) bool {
-	if len(k) != len(lower) {
-		return false
-	}
-	for i := range k {
-		c := k[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
+func equalFold(k []byte, lower string) bool { return filterspec.EqualFold(k, lower) }

@@ -117,7 +117,7 @@ func (ro *RouterOnly) Header(name []byte) int {
 		return -1
 	}
 	for i, h := range ro.fields[ro.members:] {
-		if len(name) == len(h) && equalFoldLower(name, h) {
+		if EqualFold(name, h) {
 			return ro.members + i
 		}
 	}
@@ -151,9 +151,12 @@ func (ro *RouterOnly) Names(mask uint64) string {
 	return b.String()
 }
 
-// equalFoldLower reports whether ASCII name equals lower, which is in
-// lower case.
-func equalFoldLower(name []byte, lower string) bool {
+// EqualFold reports whether the ASCII header name equals lower, which is
+// in lower case: how the filter compares the header names it looks for.
+func EqualFold(name []byte, lower string) bool {
+	if len(name) != len(lower) {
+		return false
+	}
 	for i := range name {
 		c := name[i]
 		if 'A' <= c && c <= 'Z' {
