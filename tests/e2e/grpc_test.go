@@ -207,7 +207,7 @@ func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoy.Listener)
 	d := parseSeries(page).delta(start)
 	for k, want := range map[string]float64{
 		`kvgate_requests_uninspected_total{protocol="grpc"}`: 2,
-		`kvgate_requests_refused_total{protocol="grpc"}`:     1,
+		`kvgate_requests_refused_total{reason="grpc"}`:       1,
 		`kvgate_bodies_rejected_total{status="400"}`:         1,
 	} {
 		if d[k] != want {
