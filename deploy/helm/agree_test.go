@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/kvgate/kvgate/deploy/internal/series"
+	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/kvhints"
 )
 
 func TestMain(m *testing.M) {
@@ -53,6 +56,9 @@ func TestValuesAgreeWithSidecar(t *testing.T) {
 	}
 	rule := func(ok bool, member, value string) tc {
 		return filterCase(fmt.Sprintf("%s %q", member, value), ok, map[string]any{"trusted_senders": []any{map[string]any{member: value}}})
+	}
+	ro := func(ok bool, name string, r map[string]any) tc {
+		return filterCase("router_only "+name, ok, map[string]any{"router_only": r})
 	}
 	ports := func(ok bool, api, admin int) tc {
 		return tc{fmt.Sprintf("ports %d %d", api, admin), ok, "sidecar", func(v map[string]any) {
@@ -95,6 +101,18 @@ func TestValuesAgreeWithSidecar(t *testing.T) {
 		rule(true, "principal", "spiffe://cluster.local/ns/llm/sa/router"), rule(true, "principal", "spiffe://cluster.local/ns/llm/*"),
 		rule(false, "principal", "/*"), rule(false, "principal", "spiffe://x*"), rule(false, "principal", "spiffe://a b"), rule(false, "principal", ""),
 		rule(true, "dns_name", "router.routers.svc"), rule(false, "dns_name", "router routers"), rule(false, "dns_name", ""),
+		ro(true, "all presets", map[string]any{"engines": []any{"vllm", "sglang", "trtllm", "dynamo", "llm-d"}, "untrusted": "refuse"}),
+		ro(true, "own fields", map[string]any{"members": []any{"a.b.c", "my_field"}, "headers": []any{"X-Mine"}}),
+		ro(true, "empty", map[string]any{}),
+		ro(false, "unknown engine", map[string]any{"engines": []any{"tgi"}}),
+		ro(false, "kv_hints member", map[string]any{"members": []any{"kv_hints.x"}}),
+		ro(false, "dash in a member", map[string]any{"members": []any{"a-b"}}),
+		ro(false, "nine deep", map[string]any{"members": []any{"a.b.c.d.e.f.g.h.i"}}),
+		ro(false, "framing header", map[string]any{"headers": []any{"Content-Length"}}),
+		ro(false, "header twice in other case", map[string]any{"headers": []any{"x-a", "X-A"}}),
+		ro(false, "untrusted drop", map[string]any{"untrusted": "drop"}),
+		ro(false, "too many fields", map[string]any{"engines": []any{"vllm", "sglang", "trtllm", "dynamo", "llm-d"}, "members": manyFields(30)}),
+		ro(true, "just enough fields", map[string]any{"engines": []any{"vllm", "sglang", "trtllm", "dynamo", "llm-d"}, "members": manyFields(27)}),
 		ports(true, 8080, 9090), ports(false, 8080, 8080), ports(false, 9090, 9090), ports(false, 70000, 9090),
 	}
 	for _, tc := range cases {
@@ -137,5 +155,54 @@ func TestValuesAgreeWithSidecar(t *testing.T) {
 				t.Errorf("want ok=%v: the chart says %v, the sidecar says %s (document %s)", tc.ok, chartErr, strings.TrimSpace(out.String()), doc)
 			}
 		})
+	}
+}
+
+// manyFields are n distinct member paths.
+func manyFields(n int) []any {
+	var out []any
+	for i := 0; i < n; i++ {
+		out = append(out, fmt.Sprintf("own_field_%d", i))
+	}
+	return out
+}
+
+// TestRouterOnlySpecFile: files/router-only.json, which the chart checks
+// router_only with, holds filterspec's presets, the 64-field limit and
+// the headers the filter refuses to name.
+func TestRouterOnlySpecFile(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "files", "router-only.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		MaxFields      int                                            `json:"max_fields"`
+		FramingHeaders []string                                       `json:"framing_headers"`
+		Engines        map[string]struct{ Members, Headers []string } `json:"engines"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.MaxFields != kvhints.MaxRouterOnlyPaths {
+		t.Errorf("max_fields %d, the filter takes %d", spec.MaxFields, kvhints.MaxRouterOnlyPaths)
+	}
+	if len(spec.Engines) != len(filterspec.Presets()) {
+		t.Errorf("%d engines, filterspec has %d", len(spec.Engines), len(filterspec.Presets()))
+	}
+	for _, p := range filterspec.Presets() {
+		e := spec.Engines[p.Engine]
+		if !slices.Equal(e.Members, p.Members) || !slices.Equal(e.Headers, p.Headers) {
+			t.Errorf("%s: %+v, filterspec %+v", p.Engine, e, p)
+		}
+	}
+	for _, h := range spec.FramingHeaders {
+		if _, err := filterspec.NewRouterOnly(nil, nil, []string{h}, false); err == nil {
+			t.Errorf("framing header %q: the filter takes it", h)
+		}
+	}
+	for _, h := range []string{"host", "content-length", "transfer-encoding"} {
+		if !slices.Contains(spec.FramingHeaders, h) {
+			t.Errorf("framing_headers lacks %s", h)
+		}
 	}
 }

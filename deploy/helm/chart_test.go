@@ -517,6 +517,27 @@ func wantFilterDoc(t *testing.T, vals chartutil.Values) map[string]any {
 			doc[k] = v
 		}
 	}
+	// router_only: the engines listed, or worker.engine's preset when
+	// none is; nothing without an engine, a member or a header.
+	ro, _ := f["router_only"].(map[string]any)
+	engines, _ := ro["engines"].([]any)
+	if w, _ := vals["worker"].(map[string]any); len(engines) == 0 && w["engine"] != nil && w["engine"] != "" {
+		engines = []any{w["engine"]}
+	}
+	members, _ := ro["members"].([]any)
+	headers, _ := ro["headers"].([]any)
+	if len(engines)+len(members)+len(headers) > 0 {
+		r := map[string]any{"untrusted": "strip"}
+		if u, _ := ro["untrusted"].(string); u != "" {
+			r["untrusted"] = u
+		}
+		for k, l := range map[string][]any{"engines": engines, "members": members, "headers": headers} {
+			if len(l) > 0 {
+				r[k] = l
+			}
+		}
+		doc["router_only"] = r
+	}
 	return doc
 }
 

@@ -83,34 +83,44 @@ named, so that nothing is rendered and the filter guards kv_hints only.
 
 {{/*
 router_only rules the schema cannot judge alone and the filter refuses
-(filterspec/routeronly.go, compile): a header listed twice in different
-case (the filter lowers them), and more fields than the filter takes once
-the engines' presets are expanded and duplicates merged. The presets are
-files/router-only-presets.json (the chart test keeps it equal to
-filterspec.Presets).
+(filterspec/routeronly.go, compile; kvhints/routeronly.go, checkPath):
+kv_hints as a member path's first name, a header the HTTP framing or the
+filter depends on, a header listed twice in different case (the filter
+lowers them), and more fields than the filter takes once the engines'
+presets are expanded and duplicates merged. files/router-only.json holds
+the presets, the framing headers and the limit (the chart test keeps it
+equal to filterspec).
 */}}
 {{- define "kvgate.checkRouterOnly" -}}
 {{- $ro := get .Values.filter "router_only" | default dict -}}
-{{- $presets := .Files.Get "files/router-only-presets.json" | fromJson -}}
+{{- $spec := .Files.Get "files/router-only.json" | fromJson -}}
 {{- $members := list -}}{{- $headers := list -}}
 {{- range include "kvgate.routerOnlyEngines" . | fromJsonArray -}}
-{{- with get $presets.engines . -}}
+{{- with get $spec.engines . -}}
 {{- $members = concat $members .members -}}
 {{- $headers = concat $headers .headers -}}
 {{- end -}}
 {{- end -}}
+{{- range $i, $m := get $ro "members" | default list -}}
+{{- if eq (first (splitList "." $m)) "kv_hints" -}}
+{{- fail (printf "filter.router_only.members[%d] %q: kv_hints has rules of its own and is not a router-only field" $i $m) -}}
+{{- end -}}
+{{- $members = append $members $m -}}
+{{- end -}}
 {{- $lower := dict -}}
 {{- range $i, $h := get $ro "headers" | default list -}}
+{{- if has (lower $h) $spec.framing_headers -}}
+{{- fail (printf "filter.router_only.headers[%d] %q: the HTTP framing and the filter depend on it" $i $h) -}}
+{{- end -}}
 {{- if hasKey $lower (lower $h) -}}
 {{- fail (printf "filter.router_only.headers[%d] %q: listed twice (header names are matched without regard to case)" $i $h) -}}
 {{- end -}}
 {{- $_ := set $lower (lower $h) true -}}
 {{- $headers = append $headers (lower $h) -}}
 {{- end -}}
-{{- $members = concat $members (get $ro "members" | default list) | uniq -}}
-{{- $n := add (len $members) (len ($headers | uniq)) | int -}}
-{{- if gt $n (int $presets.max_fields) -}}
-{{- fail (printf "filter.router_only: %d fields, more than %d (the engines' presets expanded, duplicates merged)" $n (int $presets.max_fields)) -}}
+{{- $n := add (len ($members | uniq)) (len ($headers | uniq)) | int -}}
+{{- if gt $n (int $spec.max_fields) -}}
+{{- fail (printf "filter.router_only: %d fields, more than %d (the engines' presets expanded, duplicates merged)" $n (int $spec.max_fields)) -}}
 {{- end -}}
 {{- end -}}
 
