@@ -18,11 +18,12 @@ import (
 // sent, which requestID has checked.
 type accessInfo struct {
 	requestID string
-	// hint, hintReason, hintDetail, senderTrusted and senderRule are the
-	// filter's report, the properties it set (filterspec.PropertyHint...); nil
-	// when it set none.
+	// hint, hintReason, hintDetail, senderTrusted, senderRule and
+	// routerOnly are the filter's report, the properties it set
+	// (filterspec.PropertyHint...); nil when it set none.
 	hint, hintReason, hintDetail []byte
 	senderTrusted, senderRule    []byte
+	routerOnly                   []byte
 	filterTime                   time.Duration
 	filtered                     bool // the filter ran (filterTime is set)
 }
@@ -89,13 +90,16 @@ func (a *accessInfo) noteFilter(d *host.Decision, took time.Duration) {
 	a.hintDetail = d.Properties[filterspec.PropertyHintDetail]
 	a.senderTrusted = d.Properties[filterspec.PropertySenderTrusted]
 	a.senderRule = d.Properties[filterspec.PropertySenderRule]
+	a.routerOnly = d.Properties[filterspec.PropertyRouterOnly]
 }
 
 // addAttrs adds the access log attributes: request_id; hint, "-" when the
 // filter reported none (as Envoy prints a missing filter state);
 // hint_reason when one was counted; sender_trusted (true or false) with
 // the hint, and sender_rule, the index of the trusted_senders rule that
-// matched, when one did; filter_ms when the filter ran; and,
+// matched, when one did; router_only, the names of the router-only fields
+// an untrusted request carried, when it carried any; filter_ms when the
+// filter ran; and,
 // at debug level only, hint_detail, where and why a discarded envelope is
 // at fault.
 func (a *accessInfo) addAttrs(rec *slog.Record, debug bool) {
@@ -112,6 +116,9 @@ func (a *accessInfo) addAttrs(rec *slog.Record, debug bool) {
 	}
 	if a.senderRule != nil {
 		rec.AddAttrs(slog.String("sender_rule", string(a.senderRule)))
+	}
+	if a.routerOnly != nil {
+		rec.AddAttrs(slog.String("router_only", string(a.routerOnly)))
 	}
 	if a.filtered {
 		rec.AddAttrs(slog.Float64("filter_ms", float64(a.filterTime.Microseconds())/1000))

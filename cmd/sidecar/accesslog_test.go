@@ -38,7 +38,7 @@ func TestAccessLog(t *testing.T) {
 	worker := &headerRecorder{}
 	srv := httptest.NewServer(worker)
 	defer srv.Close()
-	secrets := []string{"secret-endpoint-7f3a", "secret-payload-9c1e", "secret-prompt-5d2b", "secret-query-3a8f", "secret-json-6b0c", "secret-auth-1e9d"}
+	secrets := []string{"secret-endpoint-7f3a", "secret-payload-9c1e", "secret-prompt-5d2b", "secret-query-3a8f", "secret-json-6b0c", "secret-auth-1e9d", "secret-remote-4c2e"}
 	envelope := func(payload string) string {
 		return `{"protocol_version":"0.1","message_id":"m1","actions":[{"action_id":"a1","action_type":"kv.fetch","action_version":"1.0","payload":` + payload + `}]}`
 	}
@@ -46,6 +46,7 @@ func TestAccessLog(t *testing.T) {
 	type want struct {
 		status                      int
 		hint, reason, detail        string // "" for an absent attribute
+		routerOnly                  string
 		id                          string // "" for a generated one
 		filtered, upstream, sendsID bool
 	}
@@ -76,6 +77,15 @@ func TestAccessLog(t *testing.T) {
 		}{
 			{"POST", "/v1/chat/completions", "client-7", `{"model":"m","kv_hints":` + admitted + `}`,
 				want{status: 200, hint: "stripped", reason: "untrusted", id: "client-7", filtered: true, upstream: true}},
+		}},
+		{`{"router_only":{"engines":["vllm","dynamo"]}}`, []struct {
+			method, path, id, body string
+			want                   want
+		}{
+			{"POST", "/v1/chat/completions", "client-8", `{"model":"m","kv_transfer_params":{"remote_host":"secret-remote-4c2e"},"nvext":{"dp_rank":1}}`,
+				want{status: 200, hint: "none", id: "client-8", routerOnly: "kv_transfer_params,nvext.dp_rank", filtered: true, upstream: true}},
+			{"POST", "/v1/chat/completions", "client-9", `{"model":"m"}`,
+				want{status: 200, hint: "none", id: "client-9", filtered: true, upstream: true}},
 		}},
 	} {
 		p := startProc(t, nil, "-upstream", srv.URL, "-cache-dir", testCache(t), "-filter-config", mode.config, "-log-level", "debug")
@@ -121,7 +131,7 @@ func TestAccessLog(t *testing.T) {
 			if w.upstream && !contains(upstreamIDs, id) {
 				t.Errorf("request %d: the worker never got X-Request-Id %q (got %q)", i, id, upstreamIDs)
 			}
-			for attr, v := range map[string]string{"hint": w.hint, "hint_reason": w.reason, "hint_detail": w.detail} {
+			for attr, v := range map[string]string{"hint": w.hint, "hint_reason": w.reason, "hint_detail": w.detail, "router_only": w.routerOnly} {
 				got, ok := l[attr]
 				if v == "" && ok || v != "" && got != v {
 					t.Errorf("request %d: %s = %v (present %v), want %q", i, attr, got, ok, v)
