@@ -80,10 +80,15 @@ func (n Names) add(name, label, value string) {
 
 // Guest returns the families the wasm guest defines (filterspec.MetricNames,
 // decoded with metricname.Decode), with their labels: the same in Envoy
-// and in the sidecar.
+// and in the sidecar. The router-only families, whose series the
+// configuration makes, are those of AllPresetsConfig.
 func Guest() (Names, error) {
 	out := Names{}
-	for _, enc := range filterspec.MetricNames() {
+	cfg, err := filterspec.ParseConfig([]byte(AllPresetsConfig))
+	if err != nil {
+		return nil, err
+	}
+	for _, enc := range cfg.MetricNames() {
 		fam, labels, ok := metricname.Decode(enc)
 		if !ok {
 			return nil, fmt.Errorf("series: filterspec.MetricNames has %q, which metricname.Decode rejects", enc)
@@ -234,6 +239,10 @@ func StartSidecar(tb testing.TB, bin, upstream string, args ...string) *Sidecar 
 	}
 }
 
+// AllPresetsConfig is the filter configuration FromSidecar and FromEnvoy
+// run with: every router-only preset, so that their field series exist.
+const AllPresetsConfig = `{"router_only":{"engines":["vllm","sglang","trtllm","dynamo","llm-d"]}}`
+
 // FromSidecar scrapes /metrics of a sidecar built from cmd/sidecar.
 func FromSidecar(tb testing.TB) Names {
 	tb.Helper()
@@ -243,7 +252,7 @@ func FromSidecar(tb testing.TB) Names {
 		_, _ = io.WriteString(w, `{"object":"chat.completion"}`)
 	}))
 	defer worker.Close()
-	s := StartSidecar(tb, BuildSidecar(tb), worker.URL)
+	s := StartSidecar(tb, BuildSidecar(tb), worker.URL, "-filter-config", AllPresetsConfig)
 	return scrape(tb, s.API+"/v1/chat/completions", s.Admin+"/metrics")
 }
 
@@ -275,7 +284,7 @@ func FromEnvoy(tb testing.TB) Names {
 		AdminPort:  admin,
 		Upstream:   strings.TrimPrefix(worker.URL, "http://"),
 		ModulePath: filepath.Join(root, "wasm", "kvgate.wasm"),
-		Listeners:  []envoy.Listener{{Name: "kvgate", Port: listen}},
+		Listeners:  []envoy.Listener{{Name: "kvgate", Port: listen, PluginConfig: AllPresetsConfig}},
 	})
 	if err != nil {
 		tb.Fatal(err)
