@@ -18,7 +18,8 @@ func TestAccessLogFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	format := f.(Doc)
-	for key, prop := range map[string]string{"hint": filterspec.PropertyHint, "hint_reason": filterspec.PropertyHintReason} {
+	for key, prop := range map[string]string{"hint": filterspec.PropertyHint, "hint_reason": filterspec.PropertyHintReason,
+		"sender_trusted": filterspec.PropertySenderTrusted, "sender_rule": filterspec.PropertySenderRule, "router_only": filterspec.PropertyRouterOnly} {
 		if want := "%FILTER_STATE(wasm." + prop + ":PLAIN)%"; format[key] != want {
 			t.Errorf("%s: %v, want %s", key, format[key], want)
 		}
