@@ -303,39 +303,9 @@ var presetMembers = []string{"kv_transfer_params", "ec_transfer_params", "bootst
 	"nvext.backend_instance_id", "nvext.decode_worker_id", "nvext.prefill_worker_id", "nvext.dp_rank",
 	"nvext.prefill_dp_rank", "nvext.token_data", "nvext.use_raw_prompt"}
 
-// BenchmarkRewriteRouterOnly is the untrusted rewrite of a chat body
-// without router-only fields, with and without every preset's member
-// paths configured, side by side (off and presets), and of a body that
-// carries some (fields: they are removed).
-//
-//	go test -run '^$' -bench RewriteRouterOnly -count 6 ./kvhints | benchstat -col /ro -
-func BenchmarkRewriteRouterOnly(b *testing.B) {
-	ro, err := NewRouterOnly(presetMembers, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, sz := range []struct {
-		name string
-		n    int
-	}{{"4KiB", 4 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
-		for _, hint := range []bool{false, true} {
-			body := chatBody(sz.n, hint)
-			kind := "nohint"
-			if hint {
-				kind = "hint"
-			}
-			b.Run(sz.name+"/"+kind+"/ro=off", func(b *testing.B) { benchRewrite(b, body, Policy{}) })
-			b.Run(sz.name+"/"+kind+"/ro=presets", func(b *testing.B) { benchRewrite(b, body, Policy{RouterOnly: ro}) })
-		}
-		fields := []byte(`{"kv_transfer_params":{"remote_host":"10.0.0.9","remote_port":5600},"nvext":{"backend_instance_id":3,"ignore_eos":true},` +
-			string(chatBody(sz.n, false)[1:]))
-		b.Run(sz.name+"/fields/ro=presets", func(b *testing.B) { benchRewrite(b, fields, Policy{RouterOnly: ro}) })
-	}
-}
-
-// BenchmarkRouterOnlyPaired alternates the two rewrites of
-// BenchmarkRewriteRouterOnly (a body without router-only fields, with and
-// without the presets' paths) in blocks of 64 calls, so that the machine's
+// BenchmarkRouterOnlyPaired alternates two untrusted rewrites of a chat
+// body without router-only fields, with and without every preset's member
+// paths, in blocks of 64 calls, so that the machine's
 // drift falls on both alike, and reports each one's time per call and
 // their ratio (presets/off).
 //

@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -81,32 +80,9 @@ func BenchmarkLifecycle(b *testing.B) {
 	}
 }
 
-// BenchmarkLifecycleRouterOnly is BenchmarkLifecycle's untrusted request
-// with and without every preset configured (router_only.engines, members
-// and headers), side by side; the body carries none of the fields.
-//
-//	go test -run '^$' -bench LifecycleRouterOnly -count 6 ./wasm | benchstat -col /ro -
-func BenchmarkLifecycleRouterOnly(b *testing.B) {
-	for _, s := range benchSizes[:3] {
-		body := hintBody(s.n)
-		for _, c := range []struct{ name, doc string }{
-			{"ro=off", `{}`},
-			{"ro=presets", `{"router_only":{"engines":["vllm","sglang","trtllm","dynamo","llm-d"]}}`},
-		} {
-			b.Run(s.name+"/"+c.name, func(b *testing.B) {
-				h := newWzHost(b, context.Background(), c.doc)
-				defer h.close()
-				if r := h.request("/v1/chat/completions", body); !r.forwarded || len(r.body) >= len(body) {
-					b.Fatal("not stripped")
-				}
-				timeGuest(b, h, body)
-			})
-		}
-	}
-}
-
-// BenchmarkLifecycleRouterOnlyPaired alternates BenchmarkLifecycleRouterOnly's
-// two hosts (without and with every preset) in blocks of 32 requests and
+// BenchmarkLifecycleRouterOnlyPaired alternates BenchmarkLifecycle's untrusted
+// request through two hosts, without and with every preset configured (the
+// body carries none of the fields), in blocks of 32 requests and
 // reports each one's guest time per request and their ratio.
 //
 //	go test -run '^$' -bench LifecycleRouterOnlyPaired -count 6 ./wasm
@@ -116,7 +92,7 @@ func BenchmarkLifecycleRouterOnlyPaired(b *testing.B) {
 		b.Run(s.name, func(b *testing.B) {
 			off := newWzHost(b, context.Background(), `{}`)
 			defer off.close()
-			on := newWzHost(b, context.Background(), pairedDoc())
+			on := newWzHost(b, context.Background(), `{"router_only":{"engines":["vllm","sglang","trtllm","dynamo","llm-d"]}}`)
 			defer on.close()
 			for _, h := range []*wzHost{off, on} {
 				if r := h.request("/v1/chat/completions", body); !r.forwarded || len(r.body) >= len(body) {
@@ -143,11 +119,4 @@ func BenchmarkLifecycleRouterOnlyPaired(b *testing.B) {
 			b.ReportMetric(float64(tOn)/float64(tOff), "presets/off")
 		})
 	}
-}
-
-func pairedDoc() string {
-	if d := os.Getenv("KVGATE_RO_DOC"); d != "" {
-		return d
-	}
-	return `{"router_only":{"engines":["vllm","sglang","trtllm","dynamo","llm-d"]}}`
 }
