@@ -105,9 +105,10 @@ type Rewriter struct {
 	calls   int        // quickScan calls for the last body (a test's measure of work)
 
 	edits []Edit // Edits' answer, in editBuf
-	// editBuf holds every edit a body can need: one per member held, two
-	// for an admitted envelope, one for a body cut as it was scanned.
-	editBuf [hintRecords]Edit
+	// editBuf holds every edit a body can need: one per kv_hints member
+	// and router-only change held, two for an admitted envelope, one for a
+	// body cut as it was scanned.
+	editBuf [hintRecords + roOps]Edit
 	key     []byte // the literal key, as an edit's text
 
 	st    scanState // the kv_hints members the scan holds
@@ -117,8 +118,7 @@ type Rewriter struct {
 	cutting bool
 	from    int
 
-	ro      roState // the router-only members the scan holds
-	roEdits []Edit  // removeAll's answer, which can need more than editBuf
+	ro roState // the router-only changes the scan holds
 }
 
 // member is one top-level kv_hints member of the body.
@@ -309,7 +309,7 @@ func (r *Rewriter) routerOnly(body []byte) ([]Edit, Result) {
 		res = untrustedResult(r.hints.lastNull)
 	}
 	res.RouterOnly = found
-	return r.removeAll(body), res
+	return r.remove(body), res
 }
 
 // hintKey is the literal every admitted envelope is forwarded under.
@@ -361,10 +361,12 @@ func (r *Rewriter) tally(b []byte) {
 	}
 }
 
-// flush is called when r.st is full and another member starts: more than
-// hintRecords members mean removal whatever the policy (untrusted removes
-// all; trusted discards several), so the members held are tallied and cut
-// out of the body into r.out now, and r.st is free for the next ones.
+// flush is called when r.st (or r.ro) is full and another member starts:
+// more than hintRecords members mean removal whatever the policy
+// (untrusted removes all; trusted discards several), and router-only
+// changes are made only for an untrusted body, so the members held are
+// tallied and cut out of the body into r.out now, and r.st and r.ro are
+// free for the next ones.
 func (r *Rewriter) flush(b []byte) {
 	r.tally(b)
 	r.cut(b)
@@ -400,11 +402,7 @@ func (r *Rewriter) scanGo(b []byte, i int) (msg string) {
 				r.ro.ops[n-1].m.next = i
 			}
 			if st.n == len(st.recs) {
-				if r.ro.set != nil {
-					r.flushAll(b)
-				} else {
-					r.flush(b)
-				}
+				r.flush(b)
 			}
 			if i >= len(b) || b[i] != '"' {
 				return invalidJSON(errAt(i, errName))
@@ -483,14 +481,16 @@ func isHintKey(lit []byte, escaped bool, scratch []byte) bool {
 	return keyIs(lit, "kv_hints", scratch)
 }
 
-// remove returns the edits that take the body's kv_hints members out:
+// remove returns the edits that take the body's kv_hints members out,
+// with the router-only changes of an untrusted body (Policy.RouterOnly):
 // those cut out already and those still held. The text before the first
 // member and after the last one stays; each kept member keeps the
 // separator that preceded it, except the first kept member, which needs
 // none. So a member before the first kept one is cut with the separator
 // after it, and any later one with the separator before it. Once the scan
 // has cut members out (flush), the rest is cut too and the edit is the
-// whole body.
+// whole body. A rewritten value's text is in r.ro.nest, valid until the
+// next call.
 func (r *Rewriter) remove(b []byte) []Edit {
 	if r.cutting {
 		r.cut(b)
@@ -498,16 +498,19 @@ func (r *Rewriter) remove(b []byte) []Edit {
 		r.edits = append(r.edits, Edit{0, len(b), r.out})
 		return r.edits
 	}
-	firstKept := r.st.firstKept
-	for _, h := range r.st.recs[:r.st.n] {
-		start, end := cutRange(b, h, firstKept)
-		if n := len(r.edits); n > 0 && start <= r.edits[n-1].End {
-			r.edits[n-1].End = end
+	c := r.held()
+	for {
+		start, end, text, ok := c.next(b)
+		if !ok {
+			break
+		}
+		if n := len(r.edits); n > 0 && text == nil && start <= r.edits[n-1].End {
+			r.edits[n-1].End = max(r.edits[n-1].End, end)
 			continue
 		}
-		r.edits = append(r.edits, Edit{Start: start, End: end})
+		r.edits = append(r.edits, Edit{Start: start, End: end, Text: text})
 	}
-	r.st.n = 0
+	r.st.n, r.ro.ops = 0, r.ro.ops[:0]
 	return r.edits
 }
 
@@ -524,23 +527,31 @@ func cutRange(b []byte, h member, firstKept int) (start, end int) {
 	return start, end
 }
 
-// cut appends the body from r.from to r.out up to each member held, moves
-// r.from past the member and empties r.st. Which separator goes with a
-// member depends only on the members before it, so members can be cut
-// while the scan goes on: st.firstKept is final for every member held.
+// cut appends the body from r.from to r.out up to each change held (a
+// kv_hints member, or a router-only change: a member cut or a value
+// rewritten), moves r.from past it and empties r.st and r.ro. Which
+// separator goes with a member depends only on the members before it, so
+// members can be cut while the scan goes on: st.firstKept is final for
+// every member held.
 func (r *Rewriter) cut(b []byte) {
 	if !r.cutting {
 		r.out, r.from, r.cutting = r.out[:0], 0, true
 	}
-	out, from, firstKept := r.out, r.from, r.st.firstKept
-	for _, h := range r.st.recs[:r.st.n] {
-		cutStart, cutEnd := cutRange(b, h, firstKept)
-		if cutStart > from {
-			out = append(out, b[from:cutStart]...)
+	out, from := r.out, r.from
+	c := r.held()
+	for {
+		start, end, text, ok := c.next(b)
+		if !ok {
+			break
 		}
-		from = cutEnd
+		if start > from {
+			out = append(out, b[from:start]...)
+		}
+		out = append(out, text...)
+		from = end
 	}
 	r.out, r.from, r.st.n = out, from, 0
+	r.ro.ops, r.ro.nest = r.ro.ops[:0], r.ro.nest[:0]
 }
 
 // separatorStart returns where the separator before the member whose key

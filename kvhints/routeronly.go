@@ -196,7 +196,7 @@ type roOp struct {
 }
 
 // roOps is how many top-level changes the scan holds before it cuts them
-// into the output as it goes (see flushAll), as for hint members.
+// into the output as it goes (see Rewriter.flush), as for hint members.
 const roOps = 64
 
 // roState is the router-only part of a Rewriter's scan.
@@ -229,7 +229,7 @@ func (r *Rewriter) topMember(b []byte, idx, key, kend int, escaped bool, val int
 	if len(r.ro.ops) == cap(r.ro.ops) {
 		// No room for another change: cut those held into the output
 		// (before this member's rewritten text goes into nest).
-		r.flushAll(b)
+		r.flush(b)
 	}
 	m := member{idx: idx, key: key, val: val, next: -1}
 	if e.field >= 0 {
@@ -357,69 +357,38 @@ func (r *Rewriter) walkObject(b []byte, i int, n *roNode, depth int) (end int, c
 	return i, true, nil
 }
 
-// flushAll cuts every change held, hint members and router-only ones, into
-// r.out in body order, as flush does for hint members alone: a body that
-// is scanned with router-only paths is untrusted, so every hint member
-// goes too.
-func (r *Rewriter) flushAll(b []byte) {
-	r.tally(b)
-	if !r.cutting {
-		r.out, r.from, r.cutting = r.out[:0], 0, true
-	}
-	out, from := r.out, r.from
-	r.eachChange(b, func(start, end int, text []byte) {
-		if start > from {
-			out = append(out, b[from:start]...)
-		}
-		out = append(out, text...)
-		from = end
-	})
-	r.out, r.from, r.st.n, r.ro.ops = out, from, 0, r.ro.ops[:0]
-	r.ro.nest = r.ro.nest[:0]
+// changes walks the changes a Rewriter holds in body order: the kv_hints
+// members of r.st and the router-only changes of r.ro.ops, merged by their
+// index among the top-level members. remove and cut read it.
+type changes struct {
+	hints     []member
+	ops       []roOp
+	nest      []byte
+	firstKept int
 }
 
-// eachChange calls fn with every change held, hint members and
-// router-only ones merged in body order: the bytes [start, end) become
-// text.
-func (r *Rewriter) eachChange(b []byte, fn func(start, end int, text []byte)) {
-	hints, ops, firstKept := r.st.recs[:r.st.n], r.ro.ops, r.st.firstKept
-	for len(hints) > 0 || len(ops) > 0 {
-		if len(ops) == 0 || len(hints) > 0 && hints[0].idx < ops[0].m.idx {
-			start, end := cutRange(b, hints[0], firstKept)
-			fn(start, end, nil)
-			hints = hints[1:]
-			continue
-		}
-		op := ops[0]
-		ops = ops[1:]
+// held returns the walk over what r holds now.
+func (r *Rewriter) held() changes {
+	return changes{r.st.recs[:r.st.n], r.ro.ops, r.ro.nest, r.st.firstKept}
+}
+
+// next returns the next change: the bytes [start, end) of b become text
+// (nil for bytes removed); ok is false when there is none.
+func (c *changes) next(b []byte) (start, end int, text []byte, ok bool) {
+	switch {
+	case len(c.hints) > 0 && (len(c.ops) == 0 || c.hints[0].idx < c.ops[0].m.idx):
+		h := c.hints[0]
+		c.hints = c.hints[1:]
+		start, end = cutRange(b, h, c.firstKept)
+		return start, end, nil, true
+	case len(c.ops) > 0:
+		op := c.ops[0]
+		c.ops = c.ops[1:]
 		if op.replace {
-			fn(op.m.val, op.m.valEnd, r.ro.nest[op.text[0]:op.text[1]])
-			continue
+			return op.m.val, op.m.valEnd, c.nest[op.text[0]:op.text[1]], true
 		}
-		start, end := cutRange(b, op.m, firstKept)
-		fn(start, end, nil)
+		start, end = cutRange(b, op.m, c.firstKept)
+		return start, end, nil, true
 	}
-}
-
-// removeAll returns the edits of an untrusted body scanned with
-// router-only paths: every hint member and router-only member out, and
-// the rewritten values in (see remove).
-func (r *Rewriter) removeAll(b []byte) []Edit {
-	if r.cutting {
-		r.flushAll(b)
-		r.out = append(r.out, b[r.from:]...)
-		r.edits = append(r.edits, Edit{0, len(b), r.out})
-		return r.edits
-	}
-	r.edits = r.roEdits[:0]
-	r.eachChange(b, func(start, end int, text []byte) {
-		if n := len(r.edits); n > 0 && start <= r.edits[n-1].End && text == nil {
-			r.edits[n-1].End = max(r.edits[n-1].End, end)
-			return
-		}
-		r.edits = append(r.edits, Edit{Start: start, End: end, Text: text})
-	})
-	r.roEdits = r.edits[:0]
-	r.st.n, r.ro.ops = 0, r.ro.ops[:0]
-	return r.edits
+	return 0, 0, nil, false
 }
