@@ -247,13 +247,13 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 		}
 	}
 	if excluded {
-		return p.pass(s)
+		return p.pass(s, r)
 	}
 	if grpc && cfg.GRPC == filterspec.GRPCRefuse {
 		return p.refuseGRPC(s, r) // with or without a body
 	}
 	if endOfStream {
-		return p.pass(s)
+		return p.pass(s, r)
 	}
 	if status == 413 && grpc {
 		status = 0 // the body's bytes decide; OnRequestBody applies the limit to a body that is not gRPC
@@ -357,7 +357,7 @@ func (p *Plugin) decideGRPC(id uint32, s *stream, r *root, size int, eos bool) (
 				return 0, false
 			}
 			p.count(r.ids[filterspec.Uninspected.Series(0)])
-			return p.pass(s), true
+			return p.pass(s, r), true
 		}
 		if len(b) < n || n == size {
 			break // all the host holds
@@ -547,13 +547,9 @@ func (p *Plugin) reportRouterOnly(s *stream, r *root, body uint64) {
 }
 
 // pass lets the rest of a request go on uninspected.
-func (p *Plugin) pass(s *stream) proxywasm.Action {
+func (p *Plugin) pass(s *stream, r *root) proxywasm.Action {
 	s.state = stPass
-	if s.roFound != 0 {
-		if r := p.root(s.root); r != nil {
-			p.reportRouterOnly(s, r, 0)
-		}
-	}
+	p.reportRouterOnly(s, r, 0)
 	return proxywasm.ActionContinue
 }
 
