@@ -281,7 +281,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		p.OnLog(id)
 		p.OnDelete(id)
 	}()
-	a := p.OnRequestHeaders(id, len(h.headers), false)
+	a := p.OnRequestHeaders(id, len(h.headers), false).Action
 	if h.local != nil {
 		return outcome{local: h.local}
 	}
@@ -299,7 +299,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 	for i, c := range chunks {
 		h.body = append(h.body, c...)
 		eos := i == len(chunks)-1 && m != modeTrailers
-		last = p.OnRequestBody(id, len(h.body), eos)
+		last = p.OnRequestBody(id, len(h.body), eos).Action
 		if h.local != nil {
 			return outcome{local: h.local}
 		}
@@ -308,7 +308,7 @@ func send(p *Plugin, h *fakeHost, id uint32, method, path string, hdrs map[strin
 		}
 	}
 	if m == modeTrailers {
-		last = p.OnRequestTrailers(id, 1)
+		last = p.OnRequestTrailers(id, 1).Action
 		if h.local != nil {
 			return outcome{local: h.local}
 		}

@@ -346,7 +346,7 @@ func TestGRPCStreams(t *testing.T) {
 	body := append(frame(0, []byte("\x08\x01")), frame(0, []byte("\x08\x02"))...)
 	p.OnContextCreate(2, rootID)
 	h.headers = [][2]string{{":path", "/s/M"}, {"content-type", "application/grpc"}}
-	if a := p.OnRequestHeaders(2, 2, false); a != proxywasm.ActionContinue {
+	if a := p.OnRequestHeaders(2, 2, false).Action; a != proxywasm.ActionContinue {
 		t.Fatal(a)
 	}
 	// The first unit Python would decode (UTF-32-BE, the length bytes) is
@@ -357,7 +357,7 @@ func TestGRPCStreams(t *testing.T) {
 		if i+1 < GRPCPrefixLen {
 			want = proxywasm.ActionPause
 		}
-		if a := p.OnRequestBody(2, i+1, false); a != want {
+		if a := p.OnRequestBody(2, i+1, false).Action; a != want {
 			t.Fatalf("after %d bytes: %v, want %v", i+1, a, want)
 		}
 	}
@@ -387,12 +387,12 @@ func TestGRPCRefuse(t *testing.T) {
 	// Without a body too; other requests without a body pass.
 	p.OnContextCreate(5, rootID)
 	h.local, h.headers = nil, [][2]string{{":path", "/s/M"}, {"content-type", "application/grpc"}}
-	if a := p.OnRequestHeaders(5, 2, true); a != proxywasm.ActionPause || h.local == nil || h.local.status != 200 {
+	if a := p.OnRequestHeaders(5, 2, true).Action; a != proxywasm.ActionPause || h.local == nil || h.local.status != 200 {
 		t.Fatalf("gRPC without a body: %v %+v", a, h.local)
 	}
 	p.OnContextCreate(6, rootID)
 	h.local, h.headers = nil, [][2]string{{":path", "/v1/models"}, {"content-encoding", "gzip"}}
-	if a := p.OnRequestHeaders(6, 2, true); a != proxywasm.ActionContinue || h.local != nil {
+	if a := p.OnRequestHeaders(6, 2, true).Action; a != proxywasm.ActionContinue || h.local != nil {
 		t.Fatalf("GET without a body: %v %+v", a, h.local)
 	}
 	if n := h.counters[metric(filterspec.MetricRefused, "reason", "grpc")]; n != 5 {

@@ -123,7 +123,7 @@ func (p *Plugin) OnContextCreate(id, parent uint32) {
 func (p *Plugin) OnVMStart(vmConfigSize int) bool { return true }
 
 // OnConfigure reads, checks and applies the plugin configuration of a root
-// context, and defines the metrics. It returns false, after logging why,
+// context (Configure), and logs it. It returns false, after logging why,
 // when the configuration is not acceptable.
 func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	defer func() {
@@ -132,12 +132,9 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 			ok = false
 		}
 	}()
-	r := p.root(rootID)
-	if r == nil {
-		r = &root{id: rootID}
-		p.roots = append(p.roots, r)
+	if r := p.root(rootID); r != nil {
+		r.ok = false
 	}
-	r.ok = false
 	var doc []byte
 	if size > 0 {
 		var err error
@@ -151,9 +148,38 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 		p.host.Log(proxywasm.LogCritical, "kvgate: "+err.Error())
 		return false
 	}
+	if !p.Configure(rootID, cfg) {
+		return false
+	}
+	p.host.Log(proxywasm.LogInfo, ConfiguredLine(&cfg))
+	if cfg.Mode == filterspec.ModeDetect {
+		p.host.Log(proxywasm.LogWarn, DetectWarning)
+	}
+	return true
+}
+
+// Configure applies a configuration that filterspec.ParseConfig accepted
+// to a root context, creating it if needed, and defines its metrics; it
+// logs only a failure. A host that parses the configuration itself (the
+// native module, once per configuration) calls it instead of OnConfigure
+// for each Plugin, and logs ConfiguredLine once.
+func (p *Plugin) Configure(rootID uint32, cfg filterspec.Config) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			p.host.Log(proxywasm.LogCritical, "kvgate: internal error while configuring")
+			ok = false
+		}
+	}()
+	r := p.root(rootID)
+	if r == nil {
+		r = &root{id: rootID}
+		p.roots = append(p.roots, r)
+	}
+	r.ok = false
 	names := cfg.MetricNames()
 	ids := make([]uint32, len(names))
 	for i, name := range names {
+		var err error
 		if ids[i], err = p.host.DefineCounter(name); err != nil {
 			p.host.Log(proxywasm.LogCritical, "kvgate: cannot define metric "+name+": "+err.Error())
 			return false
@@ -166,14 +192,69 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 	}
 	p.reserved = max(p.reserved, cfg.MaxBodyBytes)
 	p.rw.Reserve(p.reserved)
-	p.host.Log(proxywasm.LogInfo, "kvgate: configured: version="+filterspec.Version+" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+
-		" max_depth="+strconv.Itoa(cfg.MaxDepth)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
-		" exclude_paths="+strconv.Itoa(len(cfg.ExcludePaths))+" grpc="+cfg.GRPC.String()+" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len())+
-		" mode="+cfg.Mode.String()+routerOnlyLine(cfg.RouterOnly))
-	if cfg.Mode == filterspec.ModeDetect {
-		p.host.Log(proxywasm.LogWarn, "kvgate: mode=detect: hints are decided and reported (kvgate_kv_hints_detected_total, the access log's hint=detected) but forwarded as received; nothing is enforced")
-	}
 	return true
+}
+
+// ConfiguredLine is the line every host logs once it applied a
+// configuration: the filter's version and every member's value (a count
+// for the lists, never their entries).
+func ConfiguredLine(cfg *filterspec.Config) string {
+	return "kvgate: configured: version=" + filterspec.Version + " trust_kv_hints=" + strconv.FormatBool(cfg.TrustKVHints) +
+		" max_depth=" + strconv.Itoa(cfg.MaxDepth) + " max_body_bytes=" + strconv.Itoa(cfg.MaxBodyBytes) +
+		" exclude_paths=" + strconv.Itoa(len(cfg.ExcludePaths)) + " grpc=" + cfg.GRPC.String() + " trusted_senders=" + strconv.Itoa(cfg.TrustedSenders.Len()) +
+		" mode=" + cfg.Mode.String() + routerOnlyLine(cfg.RouterOnly)
+}
+
+// DetectWarning is logged, after ConfiguredLine, for a configuration in
+// detect mode.
+const DetectWarning = "kvgate: mode=detect: hints are decided and reported (kvgate_kv_hints_detected_total, the access log's hint=detected) but forwarded as received; nothing is enforced"
+
+// Verdict is what a request callback decided. A proxy-wasm host needs
+// only Action; a host that runs the Plugin natively (envoy/native) uses
+// the rest instead of guessing it from the callback's side effects.
+type Verdict struct {
+	// Action is the proxy-wasm answer: go on, or hold what the host has.
+	Action proxywasm.Action
+	// Held: the body is held back until the whole of it has been filtered
+	// (the Plugin removed Content-Length for it).
+	Held bool
+	// GRPC: the request's headers label it gRPC, so the body may be a
+	// stream of messages whose sender waits for the response headers.
+	GRPC bool
+	// Next is what the next request body callback will do.
+	Next NextBody
+}
+
+// NextBody says what the Plugin's next request body callback will do, for
+// a host that can skip the call (the native module answers such chunks in
+// C): Pass when every further chunk goes on (Continue) whatever it holds;
+// otherwise Limit >= 0 when a chunk that does not end the stream pauses
+// (Pause) as long as the body is then at most Limit bytes, and Limit < 0
+// when only the call can say. Neither case changes the Plugin's state, so
+// a skipped call is one made.
+type NextBody struct {
+	Pass  bool
+	Limit int
+}
+
+// verdict is Verdict for stream id after a callback that returned a.
+func (p *Plugin) verdict(id uint32, a proxywasm.Action) Verdict {
+	v := Verdict{Action: a, Next: NextBody{Limit: -1}}
+	s := p.stream(id)
+	if s == nil {
+		return v
+	}
+	v.GRPC = s.grpcLabel
+	switch s.state {
+	case stPass:
+		v.Next.Pass = true
+	case stBuffering:
+		v.Held = true
+		if r := p.root(s.root); r != nil && !s.grpcUndecided {
+			v.Next.Limit = r.cfg.MaxBodyBytes
+		}
+	}
+	return v
 }
 
 // OnRequestHeaders decides whether the request's body must be inspected. It
@@ -189,7 +270,11 @@ func (p *Plugin) OnConfigure(rootID uint32, size int) (ok bool) {
 // the request would hang. Headers that went upstream early are harmless: a
 // local reply resets the upstream stream, and no body byte is forwarded
 // before the decision.
-func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (a proxywasm.Action) {
+func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) Verdict {
+	return p.verdict(id, p.onRequestHeaders(id, endOfStream))
+}
+
+func (p *Plugin) onRequestHeaders(id uint32, endOfStream bool) (a proxywasm.Action) {
 	defer p.guard(id, &a)
 	s := p.stream(id)
 	var r *root
@@ -272,7 +357,11 @@ func (p *Plugin) OnRequestHeaders(id uint32, numHeaders int, endOfStream bool) (
 // it. A body over the limit is answered with 413 as soon as it is seen. A
 // body labelled gRPC is first held until its first bytes decide whether it
 // passes uninspected; from then on it streams through.
-func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a proxywasm.Action) {
+func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) Verdict {
+	return p.verdict(id, p.onRequestBody(id, bodySize, endOfStream))
+}
+
+func (p *Plugin) onRequestBody(id uint32, bodySize int, endOfStream bool) (a proxywasm.Action) {
 	defer p.guard(id, &a)
 	s, r, a, ok := p.buffering(id, "request body")
 	if !ok {
@@ -292,33 +381,13 @@ func (p *Plugin) OnRequestBody(id uint32, bodySize int, endOfStream bool) (a pro
 	return p.finish(id, s, r, bodySize)
 }
 
-// NextBody says what OnRequestBody will do with the stream's next body
-// chunk, for a host that can skip the call (the native module answers
-// such chunks in C): pass when every further chunk goes on (Continue)
-// whatever it holds; otherwise limit >= 0 when a chunk that does not end
-// the stream pauses (Pause) as long as the body is then at most limit
-// bytes, and limit < 0 when only the call can say. Neither case changes
-// the Plugin's state, so a skipped call is one made.
-func (p *Plugin) NextBody(id uint32) (pass bool, limit int) {
-	s := p.stream(id)
-	switch {
-	case s == nil:
-		return false, -1
-	case s.state == stPass:
-		return true, -1
-	case s.state != stBuffering || s.grpcUndecided:
-		return false, -1
-	}
-	r := p.root(s.root)
-	if r == nil {
-		return false, -1
-	}
-	return false, r.cfg.MaxBodyBytes
-}
-
 // OnRequestTrailers filters the buffered body of a request that ends in
 // trailers.
-func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) (a proxywasm.Action) {
+func (p *Plugin) OnRequestTrailers(id uint32, numTrailers int) Verdict {
+	return p.verdict(id, p.onRequestTrailers(id))
+}
+
+func (p *Plugin) onRequestTrailers(id uint32) (a proxywasm.Action) {
 	defer p.guard(id, &a)
 	s, r, a, ok := p.buffering(id, "request trailers")
 	if !ok {

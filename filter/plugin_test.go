@@ -111,7 +111,7 @@ func TestNoBodyAndExcluded(t *testing.T) {
 	p, _ := newPlugin(h)
 	p.OnContextCreate(2, rootID)
 	h.headers = [][2]string{{":path", "/v1/models"}}
-	if a := p.OnRequestHeaders(2, 1, true); a != proxywasm.ActionContinue || h.local != nil {
+	if a := p.OnRequestHeaders(2, 1, true).Action; a != proxywasm.ActionContinue || h.local != nil {
 		t.Fatal("headers-only request not passed")
 	}
 	p.OnLog(2)
@@ -204,7 +204,7 @@ func TestFailClosed(t *testing.T) {
 		t.Errorf("unconfigured: %+v", out)
 	}
 	h.local = nil
-	if a := p.OnRequestBody(99, 3, true); a != proxywasm.ActionPause || h.local == nil || h.local.status != 503 {
+	if a := p.OnRequestBody(99, 3, true).Action; a != proxywasm.ActionPause || h.local == nil || h.local.status != 503 {
 		t.Errorf("unknown stream body: %v %+v", a, h.local)
 	}
 	// If even the local reply fails, the guest traps (panics out).

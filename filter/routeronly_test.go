@@ -16,7 +16,7 @@ func sendHeaders(p *Plugin, h *fakeHost, id uint32, path string, hdrs [][2]strin
 	h.headers = append([][2]string{{":method", "POST"}, {":path", path}, {":authority", "worker"}}, hdrs...)
 	p.OnContextCreate(id, rootID)
 	defer func() { p.OnLog(id); p.OnDelete(id) }()
-	a := p.OnRequestHeaders(id, len(h.headers), len(body) == 0)
+	a := p.OnRequestHeaders(id, len(h.headers), len(body) == 0).Action
 	if h.local != nil {
 		return outcome{local: h.local}
 	}
@@ -24,7 +24,7 @@ func sendHeaders(p *Plugin, h *fakeHost, id uint32, path string, hdrs [][2]strin
 		return outcome{forwarded: a == proxywasm.ActionContinue}
 	}
 	h.body = append(h.body, body...)
-	if a = p.OnRequestBody(id, len(h.body), true); h.local != nil {
+	if a = p.OnRequestBody(id, len(h.body), true).Action; h.local != nil {
 		return outcome{local: h.local}
 	}
 	return outcome{forwarded: a == proxywasm.ActionContinue, body: h.body}

@@ -12,34 +12,48 @@ import "errors"
 var ErrBadHeaderMap = errors.New("malformed proxy-wasm header map")
 
 // HeaderMapSize returns the size of the encoding of pairs.
-func HeaderMapSize(pairs [][2]string) int {
-	n := 4
-	for _, p := range pairs {
-		n += 8 + len(p[0]) + 1 + len(p[1]) + 1
-	}
-	return n
-}
+func HeaderMapSize(pairs [][2]string) int { return mapSize(pairs, stringPair) }
 
 // AppendHeaderMap appends the encoding of pairs to dst and returns the
 // extended slice; it grows dst at most once.
 func AppendHeaderMap(dst []byte, pairs [][2]string) []byte {
-	if size := HeaderMapSize(pairs); cap(dst)-len(dst) < size {
+	return AppendHeaderMapOf(dst, pairs, stringPair)
+}
+
+func stringPair(p [2]string) (string, string) { return p[0], p[1] }
+
+// AppendHeaderMapOf is AppendHeaderMap for pairs of another type, whose
+// key and value kv returns: a host's own header type encodes without a
+// conversion.
+func AppendHeaderMapOf[P any, S ~string | ~[]byte](dst []byte, pairs []P, kv func(P) (key, value S)) []byte {
+	if size := mapSize(pairs, kv); cap(dst)-len(dst) < size {
 		b := make([]byte, len(dst), len(dst)+size)
 		copy(b, dst)
 		dst = b
 	}
 	dst = appendLE32(dst, uint32(len(pairs)))
 	for _, p := range pairs {
-		dst = appendLE32(dst, uint32(len(p[0])))
-		dst = appendLE32(dst, uint32(len(p[1])))
+		k, v := kv(p)
+		dst = appendLE32(dst, uint32(len(k)))
+		dst = appendLE32(dst, uint32(len(v)))
 	}
 	for _, p := range pairs {
-		dst = append(dst, p[0]...)
+		k, v := kv(p)
+		dst = append(dst, k...)
 		dst = append(dst, 0)
-		dst = append(dst, p[1]...)
+		dst = append(dst, v...)
 		dst = append(dst, 0)
 	}
 	return dst
+}
+
+func mapSize[P any, S ~string | ~[]byte](pairs []P, kv func(P) (S, S)) int {
+	n := 4
+	for _, p := range pairs {
+		k, v := kv(p)
+		n += 8 + len(k) + 1 + len(v) + 1
+	}
+	return n
 }
 
 // EncodeHeaderMap returns the encoding of pairs, in a slice of exactly its

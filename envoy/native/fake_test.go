@@ -236,7 +236,8 @@ type fakeEnvoy struct {
 	next    uint32
 	slot    int
 	anchors []*byte
-	// predicted counts the body hooks NextBody answered ahead.
+	// predicted counts the body hooks answered ahead from the Next the
+	// previous hook returned.
 	predicted int
 }
 
@@ -315,7 +316,8 @@ func (e *fakeEnvoy) request(headers [][2]string, body []byte, m mode, prep func(
 	eos := len(body) == 0
 	// held: the headers wait (StopIteration) until a later hook lets the
 	// stream go on, which Envoy does for headers and body together.
-	held := e.m.RequestHeaders(f, handle, eos) != HeadersContinue
+	hst, next := e.m.RequestHeaders(f, handle, eos)
+	held := hst != HeadersContinue
 	if s.reply != nil {
 		return finish()
 	}
@@ -328,20 +330,21 @@ func (e *fakeEnvoy) request(headers [][2]string, body []byte, m mode, prep func(
 	for i, p := range parts {
 		last := i == len(parts)-1 && m != modeTrailers
 		s.received, s.inBody = append([]byte(nil), p...), true
-		// What libkvgate/hooks.c answers in C from NextBody must be what
-		// the Go hook answers: every body hook of every test checks it.
-		pass, limit := e.m.NextBody(handle)
+		// What libkvgate/hooks.c answers in C from the last hook's Next
+		// must be what the Go hook answers: every body hook of every test
+		// checks it.
 		predicted := -1
 		switch {
-		case pass:
+		case next.Pass:
 			predicted = BodyContinue
-		case !last && limit >= 0 && s.RequestBodySize(true) <= limit:
+		case !last && next.Limit >= 0 && s.RequestBodySize(true) <= next.Limit:
 			predicted = BodyStopAndBuffer
 		}
-		st := e.m.RequestBody(f, handle, last)
+		var st int
+		st, next = e.m.RequestBody(f, handle, last)
 		s.inBody = false
 		if predicted >= 0 && (st != predicted || s.reply != nil) {
-			panic(fmt.Sprintf("fake Envoy: NextBody predicted body status %d, the hook returned %d (reply %v)", predicted, st, s.reply != nil))
+			panic(fmt.Sprintf("fake Envoy: Next predicted body status %d, the hook returned %d (reply %v)", predicted, st, s.reply != nil))
 		}
 		if predicted >= 0 {
 			e.predicted++

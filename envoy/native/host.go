@@ -2,7 +2,6 @@ package native
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/kvgate/kvgate/envoy/native/internal/abi"
 	"github.com/kvgate/kvgate/filter"
@@ -42,9 +41,6 @@ type host struct {
 	editSize int
 	starts   []int
 	out      []byte
-	// lengthRemoved: the Plugin removed Content-Length in this hook, which
-	// it does exactly when it will hold the body back for inspection.
-	lengthRemoved bool
 }
 
 var _ filter.Host = (*host)(nil)
@@ -65,18 +61,12 @@ var (
 // begin and end bracket one Plugin call in an event hook.
 func (h *host) begin(s Stream, inBody bool) {
 	h.s, h.inBody = s, inBody
-	h.replaced, h.drainBuffered, h.drainReceived, h.lengthRemoved = false, 0, 0, false
+	h.replaced, h.drainBuffered, h.drainReceived = false, 0, 0
 	h.edits = h.edits[:0]
 }
 
 // end applies a pending body replacement and forgets the stream.
 func (h *host) end() error {
-	if panicProbe != nil && h.inBody {
-		if hs, ok := h.s.RequestHeaders(h.hdrs); ok {
-			h.hdrs = hs
-			panicProbe(h, "module")
-		}
-	}
 	if len(h.edits) > 0 {
 		err := h.applyEdits()
 		h.edits, h.s = h.edits[:0], nil
@@ -102,12 +92,9 @@ func (h *host) Log(level proxywasm.LogLevel, msg string) {
 	h.m.env.Log(int(level), msg)
 }
 
-func (h *host) PluginConfig(size int) ([]byte, error) {
-	if h.configuring == nil {
-		return nil, errNoConfig
-	}
-	return h.configuring.doc[:min(size, len(h.configuring.doc))], nil
-}
+// PluginConfig is never called: the module parses each configuration
+// once and gives the Plugin the result (filter.Plugin.Configure).
+func (h *host) PluginConfig(size int) ([]byte, error) { return nil, errNoConfig }
 
 // RequestHeaders encodes Envoy's request headers as a proxy-wasm map.
 func (h *host) RequestHeaders() ([]byte, error) {
@@ -118,49 +105,11 @@ func (h *host) RequestHeaders() ([]byte, error) {
 	if h.hdrs, ok = h.s.RequestHeaders(h.hdrs); !ok {
 		return nil, errNoHeaders
 	}
-	n := 4
-	for _, p := range h.hdrs {
-		n += 8 + len(p.Key) + len(p.Value) + 2
-	}
-	b := h.hdrMap[:0]
-	if cap(b) < n {
-		b = make([]byte, 0, n)
-	}
-	b = le32(b, len(h.hdrs))
-	for _, p := range h.hdrs {
-		b = le32(b, len(p.Key))
-		b = le32(b, len(p.Value))
-	}
-	for _, p := range h.hdrs {
-		b = append(b, p.Key...)
-		b = append(b, 0)
-		b = append(b, p.Value...)
-		b = append(b, 0)
-	}
-	h.hdrMap = b
-	if panicProbe != nil {
-		panicProbe(h, "plugin")
-	}
-	return b, nil
+	h.hdrMap = proxywasm.AppendHeaderMapOf(h.hdrMap[:0], h.hdrs, headerPair)
+	return h.hdrMap, nil
 }
 
-// grpcLabelled reports whether the request headers read in this hook
-// label the request gRPC (filter.IsGRPCContentType).
-func (h *host) grpcLabelled() bool {
-	for _, p := range h.hdrs {
-		if len(p.Key) == len("content-type") && strings.EqualFold(string(p.Key), "content-type") && filter.IsGRPCContentType(p.Value) {
-			return true
-		}
-	}
-	return false
-}
-
-// panicProbe is set by the kvgate_panicprobe build (panicprobe.go).
-var panicProbe func(h *host, where string)
-
-func le32(b []byte, v int) []byte {
-	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
-}
+func headerPair(p abi.Header) ([]byte, []byte) { return p.Key, p.Value }
 
 func (h *host) RemoveRequestHeader(name string) error {
 	if h.s == nil {
@@ -168,9 +117,6 @@ func (h *host) RemoveRequestHeader(name string) error {
 	}
 	if !h.s.RemoveRequestHeader(name) {
 		return errHeaderRemove
-	}
-	if name == "content-length" {
-		h.lengthRemoved = true
 	}
 	return nil
 }

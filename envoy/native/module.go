@@ -18,11 +18,14 @@
 // stream's C object). A worker's mutex is only ever taken by its own
 // thread in practice.
 //
-// # Hooks answered in C
+// # What the Plugin decided
 //
-// After each Go hook the stream's C object records what its next request
-// body hook does (NextBody), and libkvgate/hooks.c answers the body chunks
-// that have nothing to decide without entering Go.
+// Each Plugin callback returns a filter.Verdict: the module holds the
+// headers with a held body (Held, unless GRPC), and the stream's C object
+// records what its next request body hook does (Next), so that
+// libkvgate/hooks.c answers the body chunks that have nothing to decide
+// without entering Go. The module infers nothing from the Plugin's calls
+// on its host.
 //
 // # Failure
 //
@@ -88,7 +91,6 @@ type Module struct {
 // config is one filter configuration Envoy created.
 type config struct {
 	index      int
-	doc        []byte
 	cfg        filterspec.Config
 	names      []string // metricname-encoded series names, filterspec.MetricNames order
 	seriesBase uint32   // index of names[0] in the module's series table
@@ -128,6 +130,13 @@ func (m *Module) SetStreamFactory(f func(f abi.Filter) Stream) {
 	m.newStream = func(_ *worker, p abi.Filter) Stream { return f(p) }
 }
 
+// WrapStreams puts wrap around every Stream the module makes: for test
+// builds of libkvgate that fail on request (its kvgate_panicprobe build).
+func (m *Module) WrapStreams(wrap func(Stream) Stream) {
+	inner := m.newStream
+	m.newStream = func(w *worker, f abi.Filter) Stream { return wrap(inner(w, f)) }
+}
+
 // ABIVersion is the ABI version the module was written against, which
 // envoy_dynamic_module_on_program_init returns to Envoy.
 const ABIVersion = "v0.2.0"
@@ -161,7 +170,7 @@ func (m *Module) NewConfig(env Env, name string, doc []byte) (h uintptr, err err
 	if err != nil {
 		return 0, err
 	}
-	c := &config{doc: append([]byte(nil), doc...), cfg: cfg, names: cfg.MetricNames()}
+	c := &config{cfg: cfg, names: cfg.MetricNames()}
 	// One family per metric name, its labels Envoy's: the same series
 	// /stats/prometheus shows for the wasm filter through stats_tags.
 	families := map[string]uint{}
@@ -209,9 +218,12 @@ func (m *Module) NewConfig(env Env, name string, doc []byte) (h uintptr, err err
 	st = append(st, series...)
 	m.seriesTab.Store(&st)
 	m.configs.Store(&cs)
-	env.Log(int(proxywasm.LogInfo), "kvgate: native filter "+name+" configured: version="+filterspec.Version+
-		" trust_kv_hints="+strconv.FormatBool(cfg.TrustKVHints)+" max_body_bytes="+strconv.Itoa(cfg.MaxBodyBytes)+
-		" trusted_senders="+strconv.Itoa(cfg.TrustedSenders.Len()))
+	// Each worker's Plugin takes the parsed configuration (worker.stream);
+	// the process logs it once, as the other hosts do.
+	env.Log(int(proxywasm.LogInfo), filter.ConfiguredLine(&cfg)+" filter="+name)
+	if cfg.Mode == filterspec.ModeDetect {
+		env.Log(int(proxywasm.LogWarn), filter.DetectWarning)
+	}
 	return uintptr(c.index + 1), nil
 }
 
@@ -344,7 +356,7 @@ func (w *worker) stream(m *Module, cfgIdx int, id uint32) bool {
 	if !w.roots[cfgIdx] {
 		w.p.OnContextCreate(root, 0)
 		w.h.configuring = c
-		ok := w.p.OnConfigure(root, len(c.doc))
+		ok := w.p.Configure(root, c.cfg)
 		w.h.configuring = nil
 		if !ok {
 			return false
@@ -369,14 +381,17 @@ func decode(handle uintptr) (slot, cfgIdx int, id uint32) {
 }
 
 // hook runs one request event hook: fn is the Plugin callback, under the
-// worker's lock with the host bound to the stream. A panic anywhere in it,
-// or a stream the module cannot serve, fails the request closed with a 503
-// and returns stop.
-func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn func(w *worker, id uint32) proxywasm.Action, cont func(w *worker, id uint32) int) (status int) {
+// worker's lock with the host bound to the stream, and cont turns a
+// Verdict whose action is Continue into the hook's status. It returns the
+// status and what the next body hook does. A panic anywhere in it, or a
+// stream the module cannot serve, fails the request closed with a 503 and
+// returns stop.
+func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn func(w *worker, id uint32) filter.Verdict, cont func(w *worker, id uint32, v filter.Verdict) int) (status int, next filter.NextBody) {
+	next.Limit = -1
 	slot, cfgIdx, id := decode(handle)
 	if slot <= 0 {
 		m.failClosed(f, "a stream handle the module did not make")
-		return stop
+		return stop, next
 	}
 	w := m.worker(slot)
 	w.yield()
@@ -387,36 +402,29 @@ func (m *Module) hook(f abi.Filter, handle uintptr, inBody bool, stop int, fn fu
 			w.failures++
 			w.reset(m)
 			m.failClosed(f, "internal error: "+panicString(r))
-			status = stop
+			status, next = stop, filter.NextBody{Limit: -1}
 		}
 	}()
 	if !w.stream(m, cfgIdx, id) {
 		m.failClosed(f, "a stream of an unknown or unusable configuration")
-		return stop
+		return stop, next
 	}
 	s := m.newStream(w, f)
 	w.h.begin(s, inBody)
-	a := fn(w, id)
+	v := fn(w, id)
 	if err := w.h.end(); err != nil {
 		m.failClosed(f, err.Error())
-		return stop
+		return stop, next
 	}
-	if a == proxywasm.ActionContinue {
-		return cont(w, id)
+	if v.Action != proxywasm.ActionContinue {
+		return stop, v.Next
 	}
-	return stop
-}
-
-// noopHooks is set by the kvgate_noop build (noop.go).
-var noopHooks bool
-
-// noop is what a kvgate_noop hook does in Go: find the thread's worker
-// and yield as every hook does, so that the build measures the floor of a
-// Go module that behaves, not sysmon's pathology (worker.yield).
-func (m *Module) noop(handle uintptr) {
-	if slot, _, _ := decode(handle); slot > 0 {
-		m.worker(slot).yield() // as hook: the thread's own counter, no lock
+	status = cont(w, id, v)
+	if v.Next.Pass && w.live[id]&streamHeld != 0 {
+		// Held headers get the body's length from the hook at its end.
+		return status, next
 	}
+	return status, v.Next
 }
 
 // RequestHeaders is envoy_dynamic_module_on_http_filter_request_headers.
@@ -429,15 +437,11 @@ func (m *Module) noop(handle uintptr) {
 // header callback stops the body from reaching it.) A request labelled
 // gRPC keeps the wasm filter's order, headers first: a streaming call may
 // wait for the server's headers before it sends a message.
-func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
-	if noopHooks {
-		m.noop(handle)
-		return HeadersContinue
-	}
-	return m.hook(f, handle, false, HeadersStopIteration, func(w *worker, id uint32) proxywasm.Action {
+func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) (int, filter.NextBody) {
+	return m.hook(f, handle, false, HeadersStopIteration, func(w *worker, id uint32) filter.Verdict {
 		return w.p.OnRequestHeaders(id, 0, eos)
-	}, func(w *worker, id uint32) int {
-		if w.h.lengthRemoved && !w.h.grpcLabelled() {
+	}, func(w *worker, id uint32, v filter.Verdict) int {
+		if v.Held && !v.GRPC {
 			w.live[id] |= streamHeld
 			return HeadersStopIteration
 		}
@@ -448,14 +452,10 @@ func (m *Module) RequestHeaders(f abi.Filter, handle uintptr, eos bool) int {
 // RequestBody is envoy_dynamic_module_on_http_filter_request_body. The
 // body of held headers is complete when the Plugin lets it go on at the
 // end of the stream: the headers get its length.
-func (m *Module) RequestBody(f abi.Filter, handle uintptr, eos bool) int {
-	if noopHooks {
-		m.noop(handle)
-		return BodyContinue
-	}
-	return m.hook(f, handle, true, BodyStopAndBuffer, func(w *worker, id uint32) proxywasm.Action {
+func (m *Module) RequestBody(f abi.Filter, handle uintptr, eos bool) (int, filter.NextBody) {
+	return m.hook(f, handle, true, BodyStopAndBuffer, func(w *worker, id uint32) filter.Verdict {
 		return w.p.OnRequestBody(id, w.h.BodySize(), eos)
-	}, func(w *worker, id uint32) int {
+	}, func(w *worker, id uint32, _ filter.Verdict) int {
 		if w.live[id]&streamHeld != 0 {
 			w.live[id] &^= streamHeld
 			if eos {
@@ -474,12 +474,23 @@ func (m *Module) RequestBody(f abi.Filter, handle uintptr, eos bool) int {
 // RequestTrailers is envoy_dynamic_module_on_http_filter_request_trailers.
 // A body that ends in trailers goes on chunked, its trailers after it.
 func (m *Module) RequestTrailers(f abi.Filter, handle uintptr) int {
-	return m.hook(f, handle, false, TrailersStop, func(w *worker, id uint32) proxywasm.Action {
+	st, _ := m.hook(f, handle, false, TrailersStop, func(w *worker, id uint32) filter.Verdict {
 		return w.p.OnRequestTrailers(id, 0)
-	}, func(w *worker, id uint32) int {
+	}, func(w *worker, id uint32, _ filter.Verdict) int {
 		w.live[id] &^= streamHeld
 		return TrailersContinue
 	})
+	return st // no body hook follows trailers
+}
+
+// Enter is what every request hook does before the Plugin runs: find the
+// thread's worker and yield now and then (worker.yield). It is the Go
+// floor of a hook, for the kvgate_noop build of libkvgate, which measures
+// what entering Go costs a module that behaves, not sysmon's pathology.
+func (m *Module) Enter(handle uintptr) {
+	if slot, _, _ := decode(handle); slot > 0 {
+		m.worker(slot).yield() // as hook: the thread's own counter, no lock
+	}
 }
 
 // Destroy is envoy_dynamic_module_on_http_filter_destroy: the stream is
@@ -497,39 +508,6 @@ func (m *Module) Destroy(handle uintptr) {
 		delete(w.live, id)
 		w.p.OnDelete(id)
 	}
-}
-
-// NextBody is what the stream's next request body hook would do without
-// a call into Go (filter.Plugin.NextBody), for libkvgate/hooks.c to answer
-// it in C: pass when every further body chunk goes on; otherwise limit >=
-// 0 when a chunk that does not end the stream is held (StopAndBuffer)
-// while the body is at most limit bytes, and limit < 0 when the hook must
-// run. A stream whose headers are held passes no chunk without the hook,
-// which gives the headers the body's length.
-func (m *Module) NextBody(handle uintptr) (pass bool, limit int) {
-	defer func() {
-		if recover() != nil {
-			pass, limit = false, -1
-		}
-	}()
-	if noopHooks {
-		return false, -1
-	}
-	slot, _, id := decode(handle)
-	w := m.existingWorker(slot)
-	if w == nil {
-		return false, -1
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.live[id]&streamLive == 0 {
-		return false, -1
-	}
-	pass, limit = w.p.NextBody(id)
-	if pass && w.live[id]&streamHeld != 0 {
-		return false, -1
-	}
-	return pass, limit
 }
 
 // failClosed answers 503 without the Plugin, which could not be used.

@@ -238,13 +238,13 @@ func TestUnknownHandles(t *testing.T) {
 	anchor := new(byte)
 	f := abi.FilterOf(unsafePointer(anchor))
 	e.streams[f] = s
-	if st := e.m.RequestHeaders(f, 12345, true); st != HeadersStopIteration || s.reply == nil || s.reply.status != 503 {
+	if st, _ := e.m.RequestHeaders(f, 12345, true); st != HeadersStopIteration || s.reply == nil || s.reply.status != 503 {
 		t.Errorf("handle without a slot: status %d reply %+v", st, s.reply)
 	}
 	s.reply = nil
 	e.m.DestroyConfig(e.cfg)
 	h := uintptr(1)<<handleSlotShift | e.cfg<<handleConfigShift | 99
-	if st := e.m.RequestHeaders(f, h, true); st != HeadersStopIteration || s.reply == nil || s.reply.status != 503 {
+	if st, _ := e.m.RequestHeaders(f, h, true); st != HeadersStopIteration || s.reply == nil || s.reply.status != 503 {
 		t.Errorf("destroyed configuration: status %d reply %+v", st, s.reply)
 	}
 	e.m.Destroy(h)
@@ -334,8 +334,8 @@ func TestVectors(t *testing.T) {
 		vectors.Variants(func(v string) { r.m = modes[v] }, modeLength.String(), modeChunked.String(), modeTrailers.String()))
 }
 
-// The body chunks that libkvgate/hooks.c answers in C, from what NextBody
-// says after each Go hook: the chunks before the end of a held body within
+// The body chunks that libkvgate/hooks.c answers in C, from the Next that
+// each Go hook returns: the chunks before the end of a held body within
 // the limit, and every chunk of a body that passes uninspected. The fake
 // Envoy checks on every body hook of every test that the C answer would
 // be the Go hook's; this test checks that the C path is taken where it
@@ -371,5 +371,36 @@ func TestNextBody(t *testing.T) {
 				t.Errorf("forwarded %s", x.body)
 			}
 		})
+	}
+}
+
+// The module parses a configuration once and logs it once, in the line
+// every host logs, with every member; the threads' Plugins that take it
+// log nothing more.
+func TestConfiguredOnce(t *testing.T) {
+	e := mustFake(t, `{"mode":"detect","max_depth":7,"exclude_paths":["/healthz"],"router_only":{"engines":["vllm"]}}`)
+	for slot := 1; slot <= 3; slot++ {
+		e.slot = slot
+		if x := e.request(withLength(2), []byte(`{}`), modeLength, nil); x.reply != nil || !x.forwarded {
+			t.Fatalf("slot %d: %+v", slot, x)
+		}
+	}
+	var configured, detect int
+	for _, l := range e.env.logs {
+		switch {
+		case strings.Contains(l, "kvgate: configured: "):
+			configured++
+			for _, want := range []string{"version=" + filterspec.Version + " ", "trust_kv_hints=false", "max_depth=7", "max_body_bytes=4194304",
+				"exclude_paths=1", "grpc=pass", "trusted_senders=0", "mode=detect", "router_only=", " filter=test"} {
+				if !strings.Contains(l, want) {
+					t.Errorf("configured line %q lacks %q", l, want)
+				}
+			}
+		case strings.Contains(l, "mode=detect: hints are decided"):
+			detect++
+		}
+	}
+	if configured != 1 || detect != 1 {
+		t.Fatalf("%d configured lines and %d detect warnings for one configuration on 3 threads, want 1 and 1: %q", configured, detect, e.env.logs)
 	}
 }

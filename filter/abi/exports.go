@@ -47,17 +47,17 @@ func proxyOnConfigure(rootContextID, pluginConfigurationSize uint32) uint32 {
 
 //go:wasmexport proxy_on_request_headers
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
-	return uint32(plugin.OnRequestHeaders(contextID, int(numHeaders), endOfStream != 0))
+	return uint32(plugin.OnRequestHeaders(contextID, int(numHeaders), endOfStream != 0).Action)
 }
 
 //go:wasmexport proxy_on_request_body
 func proxyOnRequestBody(contextID, bodyBufferLength, endOfStream uint32) uint32 {
-	return uint32(plugin.OnRequestBody(contextID, int(bodyBufferLength), endOfStream != 0))
+	return uint32(plugin.OnRequestBody(contextID, int(bodyBufferLength), endOfStream != 0).Action)
 }
 
 //go:wasmexport proxy_on_request_trailers
 func proxyOnRequestTrailers(contextID, numTrailers uint32) uint32 {
-	return uint32(plugin.OnRequestTrailers(contextID, int(numTrailers)))
+	return uint32(plugin.OnRequestTrailers(contextID, int(numTrailers)).Action)
 }
 
 //go:wasmexport proxy_on_log

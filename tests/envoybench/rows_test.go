@@ -165,7 +165,7 @@ func allRows() []*row {
 		{ID: "nb", Name: "bare dynamic module, buffers the body (C, no Go runtime)", Filters: "native-c", PluginConfig: "buffer"},
 		// nc runs only alone among the native rows, with
 		// KVGATE_NATIVE_MODULE set to a kvgate_noop build (a process runs
-		// one Go module; envoy/native/noop.go): KVGATE_ENVOY_ROWS=b,n0,nc.
+		// one Go module; envoy/native/libkvgate/noop.go): KVGATE_ENVOY_ROWS=b,n0,nc.
 		{ID: "nc", Name: "Go dynamic module, no-op (kvgate_noop build)", Filters: "native", OptIn: true},
 		{ID: "n", Name: "kvgate native module, untrusted", Filters: "native", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
 		{ID: "n2", Name: "kvgate native module, trusted, 2 KiB envelope", Filters: "native", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},

@@ -87,43 +87,6 @@ func handleOf(s *C.kvgate_stream) uintptr {
 	return uintptr(s.handle)
 }
 
-// after records what the stream's next body hook does without Go
-// (hooks.c), after a hook that did not end the stream: after the end of
-// the stream or its trailers no body hook follows.
-func after(s *C.kvgate_stream, eos C.bool) {
-	if s == nil || bool(eos) {
-		return
-	}
-	pass, limit := module.NextBody(uintptr(s.handle))
-	s.pass, s.limit = C.bool(pass), C.int64_t(limit)
-}
-
-//export envoy_dynamic_module_on_http_filter_request_headers
-func envoy_dynamic_module_on_http_filter_request_headers(f C.envoy_dynamic_module_type_http_filter_envoy_ptr,
-	h C.envoy_dynamic_module_type_http_filter_module_ptr, eos C.bool) C.envoy_dynamic_module_type_on_http_filter_request_headers_status {
-	s := streamOf(h)
-	st := module.RequestHeaders(abi.FilterOf(unsafe.Pointer(f)), handleOf(s), bool(eos))
-	after(s, eos)
-	return C.envoy_dynamic_module_type_on_http_filter_request_headers_status(st)
-}
-
-// kvgate_go_request_body is the request body hook where hooks.c's C one
-// cannot answer alone.
-//
-//export kvgate_go_request_body
-func kvgate_go_request_body(f C.envoy_dynamic_module_type_http_filter_envoy_ptr, s *C.kvgate_stream, eos C.bool) C.envoy_dynamic_module_type_on_http_filter_request_body_status {
-	st := module.RequestBody(abi.FilterOf(unsafe.Pointer(f)), handleOf(s), bool(eos))
-	after(s, eos)
-	return C.envoy_dynamic_module_type_on_http_filter_request_body_status(st)
-}
-
-//export envoy_dynamic_module_on_http_filter_request_trailers
-func envoy_dynamic_module_on_http_filter_request_trailers(f C.envoy_dynamic_module_type_http_filter_envoy_ptr,
-	h C.envoy_dynamic_module_type_http_filter_module_ptr) C.envoy_dynamic_module_type_on_http_filter_request_trailers_status {
-	st := module.RequestTrailers(abi.FilterOf(unsafe.Pointer(f)), handleOf(streamOf(h)))
-	return C.envoy_dynamic_module_type_on_http_filter_request_trailers_status(st)
-}
-
 // kvgate_go_destroy is the Go half of hooks.c's destroy hook.
 //
 //export kvgate_go_destroy
