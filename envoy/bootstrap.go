@@ -24,6 +24,7 @@ import (
 
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/httperr"
+	"github.com/kvgate/kvgate/kvhints"
 )
 
 // Bootstrap is envoy.yaml, the committed bootstrap.
@@ -342,7 +343,7 @@ func BufferLimit(maxBody int) int { return maxBody + BufferHeadroom }
 // body that overflows Envoy's buffer before the filter answers) for a body
 // limit of maxBody bytes: the filter's answer, word for word.
 func TooLargeBody(maxBody int) string {
-	return string(httperr.Invalid(413, httperr.TooLargeMessage(maxBody)))
+	return string(httperr.Invalid(413, kvhints.TooLargeMessage(maxBody)))
 }
 
 // bodyLimit returns the max_body_bytes of a plugin configuration, or def

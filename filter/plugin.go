@@ -306,17 +306,17 @@ func (p *Plugin) onRequestHeaders(id uint32, endOfStream bool) (a proxywasm.Acti
 		switch {
 		case string(k) == ":path":
 			excluded = cfg.Excluded(v)
-		case equalFold(k, "content-type"):
-			grpc = grpc || IsGRPCContentType(v)
+		case kvhints.EqualFold(k, "content-type"):
+			grpc = grpc || kvhints.IsGRPCContentType(v)
 		case status == 415:
-		case equalFold(k, "content-encoding"):
-			if st, m := httperr.CheckContentEncoding(string(v)); st != 0 {
+		case kvhints.EqualFold(k, "content-encoding"):
+			if st, m := kvhints.CheckContentEncoding(string(v)); st != 0 {
 				status, msg = st, m
 			}
 		case status != 0:
-		case equalFold(k, "content-length"):
+		case kvhints.EqualFold(k, "content-length"):
 			if n, ok := parseLength(v); ok {
-				status, msg = httperr.BodyTooLarge(n, cfg.MaxBodyBytes)
+				status, msg = kvhints.BodyTooLarge(n, cfg.MaxBodyBytes)
 			}
 		}
 	})
@@ -372,7 +372,7 @@ func (p *Plugin) onRequestBody(id uint32, bodySize int, endOfStream bool) (a pro
 			return a
 		}
 	}
-	if status, msg := httperr.BodyTooLarge(int64(bodySize), r.cfg.MaxBodyBytes); status != 0 {
+	if status, msg := kvhints.BodyTooLarge(int64(bodySize), r.cfg.MaxBodyBytes); status != 0 {
 		return p.reject(s, r, status, msg)
 	}
 	if !endOfStream {
@@ -410,7 +410,7 @@ func (p *Plugin) onRequestTrailers(id uint32) (a proxywasm.Action) {
 func (p *Plugin) decideGRPC(id uint32, s *stream, r *root, size int, eos bool) (proxywasm.Action, bool) {
 	// The first bytes nearly always decide; read up to what DecideGRPC
 	// can use only when they do not.
-	for _, want := range [...]int{64, grpcLookahead + 4} {
+	for _, want := range [...]int{64, kvhints.GRPCLookahead + 4} {
 		n := want
 		if size >= 0 {
 			n = min(n, size)
@@ -420,7 +420,7 @@ func (p *Plugin) decideGRPC(id uint32, s *stream, r *root, size int, eos bool) (
 			return p.fail(id, s, "cannot read request body: "+err.Error()), true
 		}
 		whole := eos && ((size < 0 && len(b) < want) || len(b) == size)
-		if pass, done := DecideGRPC(b, whole); done {
+		if pass, done := kvhints.DecideGRPC(b, whole); done {
 			s.grpcUndecided = false
 			if !pass {
 				return 0, false
@@ -489,7 +489,7 @@ func (p *Plugin) finish(id uint32, s *stream, r *root, size int) proxywasm.Actio
 		return p.fail(id, s, "cannot read request body: "+err.Error())
 	}
 	size = len(body)
-	if status, msg := httperr.BodyTooLarge(int64(size), limit); status != 0 {
+	if status, msg := kvhints.BodyTooLarge(int64(size), limit); status != 0 {
 		return p.reject(s, r, status, msg) // a body that ended in trailers
 	}
 	// In detect mode the decision is made and reported, not applied: the
@@ -631,7 +631,7 @@ func (p *Plugin) refuseRouterOnly(s *stream, r *root, found uint64, msg string) 
 	p.reportRouterOnly(s, r, found)
 	var err error
 	if s.grpcLabel {
-		err = p.host.SendLocalResponse(200, filterspec.DetailsRouterOnlyRefused, nil, grpcReplyHeaders(GRPCStatusOf(400), msg))
+		err = p.host.SendLocalResponse(200, filterspec.DetailsRouterOnlyRefused, nil, grpcReplyHeaders(httperr.GRPCStatusOf(400), msg))
 	} else {
 		err = p.host.SendLocalResponse(400, filterspec.DetailsRouterOnlyRefused, httperr.Invalid(400, msg), jsonHeaders)
 	}
@@ -732,7 +732,7 @@ func (p *Plugin) reject(s *stream, r *root, status int, msg string) proxywasm.Ac
 	p.reportRouterOnly(s, r, 0)
 	var err error
 	if s.grpcLabel {
-		err = p.host.SendLocalResponse(200, filterspec.DetailsRejected, nil, grpcReplyHeaders(GRPCStatusOf(status), msg))
+		err = p.host.SendLocalResponse(200, filterspec.DetailsRejected, nil, grpcReplyHeaders(httperr.GRPCStatusOf(status), msg))
 	} else {
 		err = p.host.SendLocalResponse(status, filterspec.DetailsRejected, httperr.Invalid(status, msg), jsonHeaders)
 	}
@@ -753,7 +753,7 @@ func (p *Plugin) refuseGRPC(s *stream, r *root) proxywasm.Action {
 	s.state = stDone
 	p.setProperty(filterspec.PropertyHint, filterspec.HintRejected)
 	p.reportRouterOnly(s, r, 0)
-	if err := p.host.SendLocalResponse(200, filterspec.DetailsGRPCRefused, nil, grpcReplyHeaders(GRPCStatusPermissionDenied, GRPCRefusedMessage)); err != nil {
+	if err := p.host.SendLocalResponse(200, filterspec.DetailsGRPCRefused, nil, grpcReplyHeaders(httperr.GRPCStatusPermissionDenied, filterspec.GRPCRefusedMessage)); err != nil {
 		panic("kvgate: cannot send local response: " + err.Error())
 	}
 	p.count(r.ids[filterspec.Refused.Series(filterspec.RefusedGRPC)])
@@ -769,7 +769,7 @@ func (p *Plugin) fail(id uint32, s *stream, why string) proxywasm.Action {
 		s.state = stDone
 	}
 	if s != nil && s.grpcLabel {
-		err = p.host.SendLocalResponse(200, filterspec.DetailsFailed, nil, grpcReplyHeaders(GRPCStatusOf(503), filterspec.FailureMessage))
+		err = p.host.SendLocalResponse(200, filterspec.DetailsFailed, nil, grpcReplyHeaders(httperr.GRPCStatusOf(503), filterspec.FailureMessage))
 	} else {
 		err = p.host.SendLocalResponse(503, filterspec.DetailsFailed, filterspec.FailureBody, jsonHeaders)
 	}
@@ -824,5 +824,3 @@ func parseLength(v []byte) (int64, bool) {
 	return n, true
 }
 
-// equalFold reports whether an ASCII header name equals lower (lower case).
-func equalFold(k []byte, lower string) bool { return filterspec.EqualFold(k, lower) }

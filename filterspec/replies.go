@@ -21,3 +21,7 @@ var FailureBody = httperr.Body(503, httperr.TypeServer, FailureMessage)
 
 // FailureMessage is what FailureBody (and a gRPC failure's grpc-message) says.
 const FailureMessage = "the request could not be filtered"
+
+// GRPCRefusedMessage is the grpc-message of a gRPC request refused under
+// "grpc": "refuse" (grpc-status httperr.GRPCStatusPermissionDenied).
+const GRPCRefusedMessage = "kvgate: gRPC requests are refused here (plugin configuration \"grpc\": \"refuse\")"

@@ -117,7 +117,7 @@ func (ro *RouterOnly) Header(name []byte) int {
 		return -1
 	}
 	for i, h := range ro.fields[ro.members:] {
-		if EqualFold(name, h) {
+		if kvhints.EqualFold(name, h) {
 			return ro.members + i
 		}
 	}
@@ -149,24 +149,6 @@ func (ro *RouterOnly) Names(mask uint64) string {
 		}
 	}
 	return b.String()
-}
-
-// EqualFold reports whether the ASCII header name equals lower, which is
-// in lower case: how the filter compares the header names it looks for.
-func EqualFold(name []byte, lower string) bool {
-	if len(name) != len(lower) {
-		return false
-	}
-	for i := range name {
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // framingHeaders are the headers the filter, the HTTP framing or the

@@ -2,7 +2,6 @@ package kvhints
 
 import (
 	"bytes"
-	"strconv"
 )
 
 // Outcome is what the rewrite did with a request body.
@@ -215,8 +214,10 @@ type Edit struct {
 // whole body replaced by the rewritten one.
 func (r *Rewriter) Edits(body []byte, p Policy) ([]Edit, Result) {
 	r.edits = r.editBuf[:0]
-	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
-		return nil, reject(413, "request body is larger than the limit of "+strconv.Itoa(p.MaxBodyBytes)+" bytes")
+	if p.MaxBodyBytes > 0 {
+		if status, msg := BodyTooLarge(int64(len(body)), p.MaxBodyBytes); status != 0 {
+			return nil, reject(status, msg)
+		}
 	}
 	if len(body) == 0 {
 		// No body, no hint: hosts forward body-less requests uninspected,

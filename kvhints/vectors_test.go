@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/filterspec"
-	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/kvhints"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
@@ -52,7 +51,7 @@ func (rb *rulebook) Send(c *vectors.Case) (vectors.Result, error) {
 	}
 	var out []byte
 	var res kvhints.Result
-	if status, msg := httperr.CheckContentEncoding(c.Request.Headers["content-encoding"]); status != 0 {
+	if status, msg := kvhints.CheckContentEncoding(c.Request.Headers["content-encoding"]); status != 0 {
 		res = kvhints.Result{Outcome: kvhints.OutcomeRejected, Status: status, Message: msg}
 	} else {
 		out, res = rb.r.Rewrite(c.Request.Body, p)

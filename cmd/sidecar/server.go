@@ -18,6 +18,7 @@ import (
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/host"
 	"github.com/kvgate/kvgate/internal/httperr"
+	"github.com/kvgate/kvgate/kvhints"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -226,7 +227,7 @@ func (s *server) serve(x *exchange) outcome {
 	// never forwarded, and the connection is closed after the 413 rather
 	// than drained of a body nobody wants.
 	limit := s.policy.Load().maxBody
-	_, tooLargeMsg := httperr.BodyTooLarge(r.ContentLength, int(limit))
+	_, tooLargeMsg := kvhints.BodyTooLarge(r.ContentLength, int(limit))
 	withheld := tooLargeMsg != ""
 	if !withheld {
 		var err error
@@ -248,7 +249,7 @@ func (s *server) serve(x *exchange) outcome {
 	}
 	body := x.body.bytes()
 	if !withheld {
-		_, tooLargeMsg = httperr.BodyTooLarge(int64(len(body)), int(limit))
+		_, tooLargeMsg = kvhints.BodyTooLarge(int64(len(body)), int(limit))
 	}
 	tooLarge := tooLargeMsg != ""
 	if tooLarge {

@@ -1,7 +1,9 @@
-// Package httperr holds kvgate's HTTP refusals: the checks that refuse a
-// request on its headers before its body is filtered (an encoded body, a
-// body longer than the limit) and the OpenAI-style JSON error body that
-// every refusal and failure is answered with.
+// Package httperr holds the shapes of kvgate's answers: the OpenAI-style
+// JSON error body that every refusal and failure is answered with, the
+// gRPC status and message that stand for one to a gRPC client, and the
+// messages of the sidecar's answers for a worker that failed. What is
+// refused is decided elsewhere (kvhints: the body, its length, its
+// encoding).
 //
 // The guest (filter, built for wasip1) and the sidecar both use it, so that
 // both hosts refuse the same requests with the same status and bytes. It
@@ -74,40 +76,6 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// BodyTooLarge decides a request body's length n against the body limit
-// (limit bytes): 413 and a message when n is over it, 0 and "" otherwise.
-// n is the length a Content-Length header announces, or the bytes counted
-// so far; a negative n (unknown length) is never too large. Both hosts
-// call it on the announced length, so that an oversize body is refused
-// from its headers before any of it is read.
-func BodyTooLarge(n int64, limit int) (status int, message string) {
-	if n > int64(limit) {
-		return 413, TooLargeMessage(limit)
-	}
-	return 0, ""
-}
-
-// TooLargeMessage is the message of the 413 answer for a body limit of
-// limit bytes. Envoy's own 413 (local_reply_config, rendered by
-// envoy.Render) carries it word for word.
-func TooLargeMessage(limit int) string {
-	return "request body is larger than the limit of " + strconv.Itoa(limit) + " bytes"
-}
-
-// CheckContentEncoding decides a request's Content-Encoding header value
-// (several values joined by commas). A body we cannot read cannot be
-// filtered, so anything but identity is refused: it returns 415 and a
-// message, or 0 and "" when the body is plain.
-func CheckContentEncoding(v string) (status int, message string) {
-	for _, part := range strings.Split(v, ",") {
-		part = strings.TrimSpace(part)
-		if part != "" && !strings.EqualFold(part, "identity") {
-			return 415, "Content-Encoding " + strings.ToValidUTF8(part, "?") + " is not supported; send the body uncompressed"
-		}
-	}
-	return 0, ""
-}
-
 // Messages of the 502 answers to a worker that failed, the same in every
 // host (docs/spec.md, "The worker connection"), with type server_error.
 const (
@@ -121,3 +89,62 @@ const (
 	// MsgWorkerInvalid: the worker's answer is not valid HTTP.
 	MsgWorkerInvalid = "the worker sent an answer that is not valid HTTP"
 )
+
+// gRPC answers. A request labelled gRPC gets every answer of the filter
+// the gRPC way, so that a gRPC client can read it: a "trailers-only"
+// response, HTTP 200 with content-type application/grpc, grpc-status and
+// grpc-message (GRPCMessage), and no body. (Envoy turns any local reply to
+// a gRPC request into that form itself; the filter does it so that every
+// host answers alike.) The HTTP status the answer stands for names its
+// counter.
+
+// GRPCStatusPermissionDenied is the grpc-status of a refused gRPC request.
+// PERMISSION_DENIED, not INVALID_ARGUMENT: the request is not malformed, the
+// operator's configuration does not allow the protocol here, as Envoy's own
+// authorization filters answer a denied gRPC request; clients do not retry
+// it.
+const GRPCStatusPermissionDenied = 7
+
+// GRPCStatusOf returns the grpc-status of the filter's answer that stands
+// for an HTTP status: 400 (the body is neither gRPC nor UTF-8 JSON)
+// INVALID_ARGUMENT; 413 (over the body limit) RESOURCE_EXHAUSTED, as gRPC
+// servers answer an oversized message; 415 (an encoded body)
+// UNIMPLEMENTED, as gRPC servers answer an unsupported compression; 503
+// (the filter failed) UNAVAILABLE; anything else UNKNOWN.
+func GRPCStatusOf(httpStatus int) int {
+	switch httpStatus {
+	case 400:
+		return 3
+	case 413:
+		return 8
+	case 415:
+		return 12
+	case 503:
+		return 14
+	}
+	return 2
+}
+
+// GRPCMessage encodes msg as a grpc-message value, as the gRPC protocol
+// says: every byte outside printable ASCII, and '%', as %XX.
+func GRPCMessage(msg string) string {
+	n := 0
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c < 0x20 || c > 0x7e || c == '%' {
+			n++
+		}
+	}
+	if n == 0 {
+		return msg
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(msg)+2*n)
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c < 0x20 || c > 0x7e || c == '%' {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestBody(t *testing.T) {
@@ -31,34 +30,6 @@ func TestBody(t *testing.T) {
 	}
 }
 
-func TestBodyTooLarge(t *testing.T) {
-	for _, c := range []struct {
-		n      int64
-		limit  int
-		status int
-	}{
-		{-1, 10, 0}, {0, 10, 0}, {10, 10, 0}, {11, 10, 413}, {1 << 40, 4 << 20, 413}, {4<<20 + 1, 4 << 20, 413},
-	} {
-		status, msg := BodyTooLarge(c.n, c.limit)
-		if status != c.status || (status == 0) != (msg == "") {
-			t.Errorf("BodyTooLarge(%d, %d) = %d %q, want %d", c.n, c.limit, status, msg, c.status)
-		}
-	}
-	if _, msg := BodyTooLarge(5, 4); msg != "request body is larger than the limit of 4 bytes" {
-		t.Errorf("message %q", msg)
-	}
-}
-
-func TestCheckContentEncoding(t *testing.T) {
-	for v, want := range map[string]int{"": 0, "identity": 0, "Identity, identity": 0, " , ": 0,
-		"gzip": 415, "br": 415, "identity, gzip": 415, "x\xff": 415} {
-		got, msg := CheckContentEncoding(v)
-		if got != want || (got == 0) != (msg == "") || !utf8.ValidString(msg) {
-			t.Errorf("%q: %d %q, want %d", v, got, msg, want)
-		}
-	}
-}
-
 // FuzzBody: whatever the message and type, the body is JSON that
 // encoding/json reads back to the same strings (after invalid UTF-8 is
 // replaced) and the same code.
@@ -82,4 +53,12 @@ func FuzzBody(f *testing.F) {
 			t.Fatalf("%q read back as %+v", b, v.Error)
 		}
 	})
+}
+
+func TestGRPCMessage(t *testing.T) {
+	for in, want := range map[string]string{"plain text": "plain text", "100%": "100%25", "caf\u00e9\n": "caf%C3%A9%0A", "": "", "\x00\x7f~ ": "%00%7F~ "} {
+		if got := GRPCMessage(in); got != want {
+			t.Errorf("GRPCMessage(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 )
 
@@ -193,7 +193,7 @@ func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoy.Listener)
 	// "grpc": "refuse".
 	resp = call(refuse, "/llm.Generate/Refused", bytes.NewReader(unary))
 	drain(resp)
-	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "7" || resp.Header.Get("Grpc-Message") != filter.GRPCRefusedMessage {
+	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "7" || resp.Header.Get("Grpc-Message") != filterspec.GRPCRefusedMessage {
 		t.Errorf("refused: %d grpc-status %q grpc-message %q", resp.StatusCode, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
 	}
 	if _, ok := up.received("/llm.Generate/Refused"); ok {

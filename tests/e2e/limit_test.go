@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"github.com/kvgate/kvgate/internal/httperr"
+	"github.com/kvgate/kvgate/kvhints"
 
 	"bytes"
 	"fmt"
@@ -35,7 +36,7 @@ func testLargeBodyLimit(t *testing.T, startHost func(testing.TB, string, []envoy
 		t.Fatal(err)
 	}
 	start := parseSeries(page)
-	tooLarge := httperr.Invalid(413, httperr.TooLargeMessage(limit))
+	tooLarge := httperr.Invalid(413, kvhints.TooLargeMessage(limit))
 
 	for _, c := range []struct {
 		key     string

@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"github.com/kvgate/kvgate/envoy"
-	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
@@ -87,7 +87,7 @@ func expectedCounters(cases []vectors.Case) series {
 		if k.RejectedBodies > 0 {
 			status := c.Expect.Status
 			for _, st := range filterspec.RejectStatuses { // a gRPC answer stands for an HTTP status
-				if c.Expect.GRPCStatus != 0 && filter.GRPCStatusOf(st) == c.Expect.GRPCStatus {
+				if c.Expect.GRPCStatus != 0 && httperr.GRPCStatusOf(st) == c.Expect.GRPCStatus {
 					status = st
 				}
 			}

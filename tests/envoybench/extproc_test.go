@@ -91,12 +91,12 @@ func (p *processor) headers(h *extprocv3.HttpHeaders) *extprocv3.ProcessingRespo
 		}
 		switch strings.ToLower(hv.Key) {
 		case "content-encoding":
-			if st, msg := httperr.CheckContentEncoding(v); st != 0 {
+			if st, msg := kvhints.CheckContentEncoding(v); st != 0 {
 				return immediate(st, msg)
 			}
 		case "content-length":
 			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-				if st, msg := httperr.BodyTooLarge(n, p.policy.MaxBodyBytes); st != 0 {
+				if st, msg := kvhints.BodyTooLarge(n, p.policy.MaxBodyBytes); st != 0 {
 					return immediate(st, msg)
 				}
 			}

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"unicode/utf16"
 
-	"github.com/kvgate/kvgate/filter"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/kvhints"
 )
 
 // jsonTexts are JSON texts of every shape a value can start with, which
@@ -92,7 +92,7 @@ for line in sys.stdin:
 }
 
 // No body that Python's json.loads reads passes uninspected as gRPC
-// (filter.DecideGRPC), checked on Python itself: JSON texts of every shape
+// (kvhints.DecideGRPC), checked on Python itself: JSON texts of every shape
 // in every encoding json.loads detects, after whitespace, with every cut
 // and many one-byte changes of their first bytes, and gRPC messages of
 // every length byte and random bodies that start like gRPC. Every body
@@ -161,7 +161,7 @@ func TestGRPCNeverPassesJSON(t *testing.T) {
 	reads := pythonReads(t, bodies)
 	passed, read := 0, 0
 	for i, b := range bodies {
-		pass, done := filter.DecideGRPC(b, true)
+		pass, done := kvhints.DecideGRPC(b, true)
 		if !done {
 			t.Fatalf("undecided on a whole body %x", b)
 		}
