@@ -64,6 +64,20 @@ const multilingualText = `请把下面的会议记录整理成要点，并用中
 	`다음 내용을 한국어로 요약해 주세요. 라우터는 캐시가 있는 작업자에게 요청을 보냅니다 👍. \n` +
 	`Merci de résumer ce paragraphe : les modèles répondent plus vite quand le cache est déjà chargé, même à Zürich ou São Paulo. \n\n`
 
+// mixedText is a chat prompt that switches script every few words, as a
+// user writing to a multilingual assistant does: Chinese, Japanese,
+// Russian and Arabic interleaved in one paragraph, with emoji, full-width
+// and ASCII punctuation, short ASCII runs (names, numbers, code words)
+// and spaces between them, and a newline escape between paragraphs,
+// about 1.4 KiB per repetition.
+const mixedText = `用户说：Привет! مرحبا 👋 これはテストです…请帮我翻译一下。OK, 我们开始吧 🙂 ` +
+	`Сначала русский: «кэш уже на узле 7», потом 中文：缓存已经在第 7 个节点上了。مرة أخرى بالعربية: الذاكرة جاهزة ✅ \n` +
+	`質問です：この API は KV キャッシュを共有できますか？Да, может — 可以的！نعم، يمكن ذلك 👍 (v1.2, 2024-05) \n` +
+	`Мой друг 田中さん написал: \"ping 10.0.0.7\" не отвечает 😅 所以我换了一台机器，然后 всё заработало. شكراً جزيلاً 🙏 \n` +
+	`翻訳してください：「明日の会議は 15:00 から」→ Завтра встреча в 15:00 → 明天的会议下午三点开始 → الاجتماع غداً الساعة 3 🕒 \n` +
+	`今天天气很好 ☀️, сегодня хорошая погода, 今日はいい天気ですね, الطقس جميل اليوم — and in English: nice weather 🌤️! \n` +
+	`Объясни, пожалуйста, 为什么 prefill 比 decode 慢？プリフィルはなぜ遅いのですか？لماذا تكون المرحلة الأولى أبطأ؟ 🤔🤔 \n\n`
+
 // escapeText is escape-dense text: newlines, tabs, quotes and \u escapes
 // of accented letters, about one escape every 9 bytes.
 const escapeText = `Caf\u00e9 \"cr\u00e8me\" na\u00efve:\n\tthe r\u00e9sum\u00e9 says \"d\u00e9j\u00e0 vu\".\n\n`
@@ -120,10 +134,11 @@ func BenchmarkRewrite(b *testing.B) {
 // BenchmarkRewriteScan is the untrusted rewrite of a 4 MiB chat body,
 // the string scan's whole cost, on the portable path and, on amd64 with
 // AVX2, the vectorised one, side by side: ASCII English prose,
-// escape-dense text and multilingual text.
+// escape-dense text, multilingual text in paragraphs of one script each,
+// and mixed-script text that switches every few words.
 func BenchmarkRewriteScan(b *testing.B) {
 	for _, text := range []struct{ name, para string }{
-		{"prose", proseText}, {"escapes", escapeText}, {"multilingual", multilingualText},
+		{"prose", proseText}, {"escapes", escapeText}, {"multilingual", multilingualText}, {"mixed", mixedText},
 	} {
 		body := chatBodyOf(4<<20, true, text.para)
 		for _, path := range []struct {
@@ -289,6 +304,9 @@ func TestBenchInputsAreWhatTheyClaim(t *testing.T) {
 	}
 	if body := chatBodyOf(4<<20, true, multilingualText); !utf8.Valid(body) || !json.Valid(body) || strings.Count(string(body), "🚀") < 1000 {
 		t.Error("the multilingual body is not valid UTF-8 JSON with emoji")
+	}
+	if body := chatBodyOf(4<<20, true, mixedText); !utf8.Valid(body) || !json.Valid(body) || strings.Count(string(body), "👋") < 1000 {
+		t.Error("the mixed-script body is not valid UTF-8 JSON with emoji")
 	}
 	if n := len(fetchEnvelope(60 << 10)); n < 59<<10 || n > 60<<10 {
 		t.Errorf("60 KiB envelope is %s bytes", strconv.Itoa(n))

@@ -272,7 +272,7 @@ func TestVectorScanBenchBodies(t *testing.T) {
 		t.Skip("no AVX2 on this CPU")
 	}
 	t.Cleanup(func() { vecScan = cpuVec })
-	for _, para := range []string{proseText, denseText, escapeText, multilingualText, utf8Text} {
+	for _, para := range []string{proseText, denseText, escapeText, multilingualText, mixedText, utf8Text} {
 		checkVecBody(t, chatBodyOf(64<<10, true, para))
 	}
 }
