@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -151,9 +152,9 @@ func TestSizeClass(t *testing.T) {
 // query or header values.
 func TestAccessLogWithoutBody(t *testing.T) {
 	var buf bytes.Buffer
-	s := &server{cfg: &config{MaxBodyBytes: 100}, log: slog.New(slog.NewJSONHandler(&buf, nil)), outcomes: map[outcome]prometheus.Counter{}}
+	s := &server{cfg: &config{}, log: slog.New(slog.NewJSONHandler(&buf, nil)), outcomes: map[outcome]prometheus.Counter{}}
 	s.outcomes[outcomeBadRequest] = prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
-	s.policy.Store(&policy{maxBody: 100})
+	s.policy.Store(&policy{filter: filterspec.Config{MaxBodyBytes: 100}})
 	r := httptest.NewRequest("POST", "/v1/chat/completions?secret=1", iotest.ErrReader(errors.New("boom")))
 	r.Header.Set("Authorization", "Bearer sk-secret")
 	s.ServeHTTP(httptest.NewRecorder(), r)

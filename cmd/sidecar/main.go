@@ -35,14 +35,15 @@ import (
 	"github.com/kvgate/kvgate/wasm"
 )
 
-// config is the sidecar's configuration after flag parsing.
+// config is the sidecar's configuration after flag parsing: the
+// command-line values as given, checked. The filter configuration in force
+// is not here but in the server's policy (reload.go), made from filterDoc
+// and policyFlags at start-up and from the file's new content at every
+// reload.
 type config struct {
 	Listen, Upstream, Admin string
 	FilterPath              string
 	Module                  []byte
-	Filter                  filterspec.Config // the plugin configuration
-	PluginConfig            []byte            // Filter as the JSON handed to the guest
-	MaxBodyBytes            int64             // Filter.MaxBodyBytes
 	PoolSize                int
 	CacheDir                string
 	DrainTimeout            time.Duration
@@ -56,15 +57,27 @@ type config struct {
 	NoDefaultCache error
 	ShutdownDelay  time.Duration
 	LogLevel       slog.Level
-	CheckConfig    bool          // -check-config: validate, print OK, exit
-	TLS            *tlsFiles     // nil: plain text on -listen (tls.go)
-	Trust          trustDecision // how trust_kv_hints was decided (trust.go)
+	CheckConfig    bool      // -check-config: validate, print OK, exit
+	TLS            *tlsFiles // nil: plain text on -listen (tls.go)
 	// FilterFile is the file of -filter-config @FILE, watched and read
 	// again on SIGHUP (reload.go); "" for a configuration on the command
-	// line. policyFlags are the flags laid over it, read once.
+	// line. filterDoc is the document start-up applies: -filter-config
+	// itself, or the file's content as read by parseFlags. policyFlags are
+	// the flags laid over it and over every reloaded one.
 	FilterFile  string
-	filterDoc   []byte // the file's content as read at start-up
+	filterDoc   []byte
 	policyFlags policyFlags
+}
+
+// policyOf makes the policy of the configuration document doc, with the
+// flags laid over it: filterDoc's at start-up, the file's new content at a
+// reload.
+func (c *config) policyOf(doc []byte) (*policy, error) {
+	name := "-filter-config"
+	if c.FilterFile != "" {
+		name += " @" + c.FilterFile
+	}
+	return policyFrom(doc, name, c.policyFlags)
 }
 
 func main() {
@@ -109,11 +122,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.Admin, "admin", "127.0.0.1:9090", "address for /metrics, /healthz and /readyz")
 	fs.StringVar(&cfg.FilterPath, "filter", "", "path to a proxy-wasm filter module; empty: the embedded kvgate.wasm")
 	filterConfig := fs.String("filter-config", "", "filter configuration: JSON, or @file (e.g. {\"max_depth\":128,\"exclude_paths\":[\"/healthz\"]})")
-	trust := fs.Bool("trust-kv-hints", false, "admit kv_hints from every client (also TRTLLM_TRUST_KV_HINTS=1; -trust-kv-hints=false wins over it); default: remove them, except from trusted_senders in -filter-config")
+	fs.BoolVar(&cfg.policyFlags.trust, "trust-kv-hints", false, "admit kv_hints from every client (also TRTLLM_TRUST_KV_HINTS=1; -trust-kv-hints=false wins over it); default: remove them, except from trusted_senders in -filter-config")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve TLS on -listen with; re-read when it changes. Needs -tls-key")
 	tlsKey := fs.String("tls-key", "", "PEM private key of -tls-cert")
 	clientCA := fs.String("client-ca", "", "PEM CA certificates that verify client certificates on the TLS listener, when presented (a client without one is served as an untrusted sender); the identity trusted_senders rules match")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", filterspec.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filterspec.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
+	fs.Int64Var(&cfg.policyFlags.maxBody, "max-body-bytes", filterspec.DefaultMaxBodyBytes, "largest request body accepted, 1 to "+strconv.Itoa(filterspec.MaxMaxBodyBytes)+"; overrides max_body_bytes in -filter-config. A body announced larger gets 413 from its headers, before any of it is read")
 	fs.IntVar(&cfg.PoolSize, "pool-size", 0, "wasm filter instances (0: GOMAXPROCS)")
 	defCache, noDefCache := defaultCacheDir()
 	fs.StringVar(&cfg.CacheDir, "cache-dir", defCache, "on-disk cache of the compiled filter, kept across restarts; empty: in memory only. A directory that cannot be created or written is a warning, and the cache is kept in memory")
@@ -188,8 +201,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if cfg.PoolSize < 0 {
 		return nil, fmt.Errorf("-pool-size %d: must be 0 or more", cfg.PoolSize)
 	}
-	if set["max-body-bytes"] && (cfg.MaxBodyBytes < 1 || cfg.MaxBodyBytes > filterspec.MaxMaxBodyBytes) {
-		return nil, fmt.Errorf("-max-body-bytes %d: must be from 1 to %d (256 MiB)", cfg.MaxBodyBytes, filterspec.MaxMaxBodyBytes)
+	if mb := cfg.policyFlags.maxBody; set["max-body-bytes"] && (mb < 1 || mb > filterspec.MaxMaxBodyBytes) {
+		return nil, fmt.Errorf("-max-body-bytes %d: must be from 1 to %d (256 MiB)", mb, filterspec.MaxMaxBodyBytes)
 	}
 	if cfg.MaxConnections <= 0 {
 		return nil, fmt.Errorf("-max-connections %d: must be positive", cfg.MaxConnections)
@@ -212,23 +225,22 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 
 	// The plugin configuration: -filter-config, read as the guest reads
-	// it, with trust decided and -max-body-bytes laid over it (policyFrom).
-	// A file is read again when it changes (reload.go); the flags stay.
-	cfg.policyFlags = policyFlags{trustSet: set["trust-kv-hints"], trust: *trust, env: getenv("TRTLLM_TRUST_KV_HINTS"),
-		maxBodySet: set["max-body-bytes"], maxBody: cfg.MaxBodyBytes}
-	doc, name := []byte(*filterConfig), "-filter-config"
+	// it, with trust decided and -max-body-bytes laid over it, is checked
+	// here as start-up will apply it (config.policyOf). A file is read
+	// again when it changes (reload.go); the flags stay.
+	cfg.policyFlags.trustSet, cfg.policyFlags.maxBodySet = set["trust-kv-hints"], set["max-body-bytes"]
+	cfg.policyFlags.env = getenv("TRTLLM_TRUST_KV_HINTS")
+	cfg.filterDoc = []byte(*filterConfig)
 	if file, ok := strings.CutPrefix(*filterConfig, "@"); ok {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("-filter-config: %v", err)
 		}
-		doc, name, cfg.FilterFile, cfg.filterDoc = b, "-filter-config "+*filterConfig, file, b
+		cfg.FilterFile, cfg.filterDoc = file, b
 	}
-	p, err := policyFrom(doc, name, cfg.policyFlags)
-	if err != nil {
+	if _, err := cfg.policyOf(cfg.filterDoc); err != nil {
 		return nil, err
 	}
-	cfg.Filter, cfg.Trust, cfg.MaxBodyBytes, cfg.PluginConfig = p.filter, p.trust, p.maxBody, p.json
 	return cfg, nil
 }
 
@@ -313,9 +325,15 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		upstream = "http://" + echo.Addr
 		log.Info("-upstream echo: using the built-in echo worker, which answers with what it received", "upstream", upstream)
 	}
-	logTrust(log, cfg)
+	// Start-up is the first reload: the document parseFlags checked is
+	// made the policy the filter module is started with.
+	first, err := cfg.policyOf(cfg.filterDoc)
+	if err != nil {
+		return err
+	}
+	logTrust(log, first)
 	log.Info("compiling the filter module", "filter", filterName(cfg), "cache_dir", cfg.CacheDir)
-	s, err := newServer(ctx, cfg, upstream, log)
+	s, err := newServer(ctx, cfg, first, upstream, log)
 	if err != nil {
 		if cfg.FilterPath != "" {
 			return fmt.Errorf("-filter %s: %w", cfg.FilterPath, err)
@@ -354,7 +372,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 	go func() { errc <- api.Serve(apiLn) }()
 	go func() { errc <- admin.Serve(adminLn) }()
 	log.Info("sidecar serving", "listen", apiLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"upstream", upstream, "max_connections", cfg.MaxConnections, "pool_size", s.host.Size(), "max_body_bytes", cfg.MaxBodyBytes,
+		"upstream", upstream, "max_connections", cfg.MaxConnections, "pool_size", s.host.Size(), "max_body_bytes", s.policy.Load().maxBody(),
 		"instance_memory_limit_bytes", uint64(s.memPages)<<16, "instance_retire_bytes", s.retireBytes, "filter", filterName(cfg))
 	if started != nil {
 		started <- listeners{API: apiLn.Addr().String(), Admin: adminLn.Addr().String(), Upstream: upstream}

@@ -8,46 +8,55 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/host"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// policy is the filter configuration in force: what the guest is
-// configured with, and what the sidecar itself reads of it (the body
-// limit). A request reads it once, at its start.
+// policy is the filter configuration in force: the document, with the
+// command-line flags laid over it (policyFrom), that the guest is
+// configured with and whose body limit the sidecar enforces itself. It is
+// never changed once made; a reload makes a new one and swaps it in
+// (server.apply). A request reads it once, at its start.
 type policy struct {
-	filter  filterspec.Config
-	trust   trustDecision
-	maxBody int64
-	json    []byte // filter as the guest's plugin configuration
+	// filter is the whole configuration; its MaxBodyBytes is the body
+	// limit, for the guest and for the sidecar alike (maxBody).
+	filter filterspec.Config
+	trust  trustDecision // how filter.TrustKVHints was decided
+	json   []byte        // filter, as the guest's plugin configuration
 }
 
+// maxBody is the largest request body accepted, in bytes.
+func (p *policy) maxBody() int64 { return int64(p.filter.MaxBodyBytes) }
+
 // policyFlags are the command-line settings laid over the configuration
-// document, at start-up and at every reload.
+// document, at start-up and at every reload. They are the flags' own
+// variables: nothing writes them after parsing.
 type policyFlags struct {
-	trustSet, trust bool
+	trustSet, trust bool   // -trust-kv-hints
 	env             string // TRTLLM_TRUST_KV_HINTS
 	maxBodySet      bool
-	maxBody         int64
+	maxBody         int64 // -max-body-bytes
 }
 
 // policyFrom reads a configuration document as the guest reads it
 // (duplicate or unknown members are errors), decides trust (decideTrust:
 // -trust-kv-hints, the document, TRTLLM_TRUST_KV_HINTS=1) and lays
 // -max-body-bytes over it. name says where the document came from, for
-// errors.
+// errors. It is the one place the flags meet the document.
 func policyFrom(doc []byte, name string, f policyFlags) (*policy, error) {
 	fc, given, err := filterspec.ParseConfigMembers(doc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	td, err := decideTrust(&fc, given, f.trustSet, f.trust, f.env)
+	trust, td, err := decideTrust(fc, given, f)
 	if err != nil {
 		return nil, err
 	}
+	fc.TrustKVHints = trust
 	if f.maxBodySet {
 		fc.MaxBodyBytes = int(f.maxBody)
 	}
-	return &policy{filter: fc, trust: td, maxBody: int64(fc.MaxBodyBytes), json: fc.JSON()}, nil
+	return &policy{filter: fc, trust: td, json: fc.JSON()}, nil
 }
 
 // configPoll is how often a -filter-config file is read for a change.
@@ -78,13 +87,16 @@ func newReloadMetrics(reg prometheus.Registerer) reloadMetrics {
 	return reloadMetrics{lastOK: last, success: n.WithLabelValues("success"), failure: n.WithLabelValues("failure")}
 }
 
-// reload reads the -filter-config file again and, when it parses,
-// validates and the guest accepts it, makes it the policy for new
-// requests; requests in flight finish under the one they started with.
+// reload makes the -filter-config file's new content doc the policy for
+// new requests, when it parses, validates and the guest accepts it
+// (apply); requests in flight finish under the one they started with.
 // Otherwise the running policy stays and the error says why. trigger
 // names what asked for it, for the log.
 func (s *server) reload(ctx context.Context, doc []byte, trigger string) error {
-	err := s.apply(ctx, doc)
+	p, err := s.cfg.policyOf(doc)
+	if err == nil {
+		err = s.apply(ctx, p)
+	}
 	if err != nil {
 		s.reloads.failure.Inc()
 		s.reloads.lastOK.Set(0)
@@ -93,26 +105,30 @@ func (s *server) reload(ctx context.Context, doc []byte, trigger string) error {
 	}
 	s.reloads.success.Inc()
 	s.reloads.lastOK.Set(1)
-	p := s.policy.Load()
-	s.log.Info("filter configuration reloaded", "trigger", trigger, "file", s.cfg.FilterFile, "max_body_bytes", p.maxBody,
+	s.log.Info("filter configuration reloaded", "trigger", trigger, "file", s.cfg.FilterFile, "max_body_bytes", p.maxBody(),
 		"trust_kv_hints", p.filter.TrustKVHints, "trust_source", p.trust.source, "trusted_senders", p.filter.TrustedSenders.Len(),
 		"mode", p.filter.Mode.String())
 	warnDetect(s.log, p.filter)
 	return nil
 }
 
-func (s *server) apply(ctx context.Context, doc []byte) error {
-	p, err := policyFrom(doc, "-filter-config @"+s.cfg.FilterFile, s.cfg.policyFlags)
+// apply makes p the policy in force, at start-up (newServer: the first
+// policy, with which the filter module is started) and at every reload
+// (with which the running instances are reconfigured): the one way a
+// policy comes into force. p's body limit must fit the instance memory,
+// which is sized once, at start-up, for the first policy's (the runtime's
+// limit cannot change): a limit that needs more is for a restart.
+func (s *server) apply(ctx context.Context, p *policy) error {
+	if pages, _ := instanceMemory(p.maxBody()); pages > s.memPages {
+		return fmt.Errorf("max_body_bytes %d needs more filter memory than the sidecar was started for (max_body_bytes %d): restart the sidecar to raise the limit this far", p.maxBody(), s.memSizedFor)
+	}
+	var err error
+	if s.host == nil {
+		s.host, err = host.New(ctx, s.cfg.Module, s.hostOptions(p.json))
+	} else {
+		err = s.host.Reconfigure(ctx, p.json)
+	}
 	if err != nil {
-		return err
-	}
-	// Instance memory is sized for the body limit at start-up (the
-	// runtime's limit cannot change): a limit that needs more is for a
-	// restart.
-	if pages, _ := instanceMemory(p.maxBody); pages > s.memPages {
-		return fmt.Errorf("max_body_bytes %d needs more filter memory than the sidecar was started for (max_body_bytes %d): restart the sidecar to raise the limit this far", p.maxBody, s.startMaxBody)
-	}
-	if err := s.host.Reconfigure(ctx, p.json); err != nil {
 		return err
 	}
 	s.policy.Store(p)

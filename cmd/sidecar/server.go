@@ -41,14 +41,16 @@ type server struct {
 	// outcomes are the requests counter's series, resolved once.
 	outcomes map[outcome]prometheus.Counter
 	// memPages and retireBytes are each instance's memory cap and retire
-	// size (instanceMemory).
+	// size (instanceMemory), fixed at start-up for the body limit
+	// memSizedFor, the first policy's: what apply checks a reloaded
+	// limit against, never the limit in force.
 	memPages    uint32
 	retireBytes uint64
-	// policy is the filter configuration in force (reload.go), and
-	// startMaxBody the body limit instance memory was sized for.
-	policy       atomic.Pointer[policy]
-	startMaxBody int64
-	reloads      reloadMetrics
+	memSizedFor int64
+	// policy is the filter configuration in force, the body limit with it
+	// (reload.go): replaced whole by apply, never changed in place.
+	policy  atomic.Pointer[policy]
+	reloads reloadMetrics
 }
 
 // localAddrKey carries the connection's local address, formatted once per
@@ -59,7 +61,9 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, localAddrKey{}, c.LocalAddr().String())
 }
 
-func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logger) (*server, error) {
+// newServer starts the filter module with the policy first (apply) and
+// makes the proxy to upstream.
+func newServer(ctx context.Context, cfg *config, first *policy, upstream string, log *slog.Logger) (*server, error) {
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return nil, err
@@ -88,26 +92,10 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	s.reg.MustRegister(s.failures, s.requests, s.latency, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	s.memPages, s.retireBytes = instanceMemory(cfg.MaxBodyBytes)
-	s.startMaxBody = cfg.MaxBodyBytes
-	s.policy.Store(&policy{filter: cfg.Filter, trust: cfg.Trust, maxBody: cfg.MaxBodyBytes, json: cfg.PluginConfig})
 	s.reloads = newReloadMetrics(s.reg)
-	s.host, err = host.New(ctx, cfg.Module, host.Options{
-		PoolSize:         cfg.PoolSize,
-		MemoryLimitPages: s.memPages,
-		RetireBytes:      s.retireBytes,
-		PluginConfig:     cfg.PluginConfig,
-		PluginName:       "kvgate",
-		RootID:           "kvgate",
-		VMID:             "kvgate",
-		CacheDir:         cfg.CacheDir,
-		Logger:           log,
-		Registerer:       s.reg,
-		HeaderInPlace:    true, // serve forwards r.Header and has no other use for it
-		BodyAlloc:        changedBody,
-		MetricHelp:       filterspec.MetricHelp,
-	})
-	if err != nil {
+	s.memSizedFor = first.maxBody()
+	s.memPages, s.retireBytes = instanceMemory(s.memSizedFor)
+	if err := s.apply(ctx, first); err != nil {
 		return nil, err
 	}
 	s.proxy = &httputil.ReverseProxy{
@@ -147,6 +135,26 @@ func newServer(ctx context.Context, cfg *config, upstream string, log *slog.Logg
 	}
 	s.ready.Store(true)
 	return s, nil
+}
+
+// hostOptions are the filter host's options, with pluginConfig the first
+// policy's configuration (apply).
+func (s *server) hostOptions(pluginConfig []byte) host.Options {
+	return host.Options{
+		PoolSize:         s.cfg.PoolSize,
+		MemoryLimitPages: s.memPages,
+		RetireBytes:      s.retireBytes,
+		PluginConfig:     pluginConfig,
+		PluginName:       "kvgate",
+		RootID:           "kvgate",
+		VMID:             "kvgate",
+		CacheDir:         s.cfg.CacheDir,
+		Logger:           s.log,
+		Registerer:       s.reg,
+		HeaderInPlace:    true, // serve forwards r.Header and has no other use for it
+		BodyAlloc:        changedBody,
+		MetricHelp:       filterspec.MetricHelp,
+	}
 }
 
 func (s *server) close() {
@@ -226,7 +234,7 @@ func (s *server) serve(x *exchange) outcome {
 	// filter (cut at limit+1 bytes) for the same reason. An over-long body is
 	// never forwarded, and the connection is closed after the 413 rather
 	// than drained of a body nobody wants.
-	limit := s.policy.Load().maxBody
+	limit := s.policy.Load().maxBody()
 	_, tooLargeMsg := kvhints.BodyTooLarge(r.ContentLength, int(limit))
 	withheld := tooLargeMsg != ""
 	if !withheld {

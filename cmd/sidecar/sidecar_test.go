@@ -88,6 +88,16 @@ func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc
 	panic("unreachable")
 }
 
+// firstPolicy is the policy start-up applies for cfg.
+func firstPolicy(t testing.TB, cfg *config) *policy {
+	t.Helper()
+	p, err := cfg.policyOf(cfg.filterDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // recorder is a worker that records what reaches it: bodies and request
 // targets, as received.
 type recorder struct {
@@ -182,9 +192,12 @@ func TestFlags(t *testing.T) {
 	}
 	def := filterspec.DefaultConfig()
 	cfg, err := parseFlags(nil, env(""), io.Discard)
-	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || !reflect.DeepEqual(cfg.Filter, def) ||
-		cfg.MaxBodyBytes != 4<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.MaxConnections < 64 {
-		t.Fatalf("defaults: %+v %v", cfg, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := firstPolicy(t, cfg); cfg.Listen != "127.0.0.1:8080" || cfg.Admin != "127.0.0.1:9090" || !reflect.DeepEqual(p.filter, def) ||
+		p.maxBody() != 4<<20 || cfg.IdleTimeout != 5*time.Minute || cfg.MaxConnections < 64 {
+		t.Fatalf("defaults: %+v %+v", cfg, p)
 	}
 	// The guest is handed exactly the configuration checked here.
 	for _, args := range [][]string{nil, {"-filter-config", `{"exclude_paths":["/healthz","/static/*"]}`, "-trust-kv-hints"}} {
@@ -192,8 +205,9 @@ func TestFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if back, err := filterspec.ParseConfig(cfg.PluginConfig); err != nil || !bytes.Equal(back.JSON(), cfg.Filter.JSON()) {
-			t.Fatalf("%q: the guest would read %s as %+v (%v), not %+v", args, cfg.PluginConfig, back, err, cfg.Filter)
+		p := firstPolicy(t, cfg)
+		if back, err := filterspec.ParseConfig(p.json); err != nil || !bytes.Equal(back.JSON(), p.filter.JSON()) {
+			t.Fatalf("%q: the guest would read %s as %+v (%v), not %+v", args, p.json, back, err, p.filter)
 		}
 	}
 	with := func(f func(*filterspec.Config)) filterspec.Config { c := def; f(&c); return c }
@@ -248,20 +262,21 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%q env %q: %v", c.args, c.env, err)
 			continue
 		}
-		if !reflect.DeepEqual(cfg.Filter.TrustedSenders.Rules(), c.want.TrustedSenders.Rules()) {
-			t.Errorf("%q env %q: trusted_senders %+v, want %+v", c.args, c.env, cfg.Filter.TrustedSenders.Rules(), c.want.TrustedSenders.Rules())
+		p := firstPolicy(t, cfg)
+		if !reflect.DeepEqual(p.filter.TrustedSenders.Rules(), c.want.TrustedSenders.Rules()) {
+			t.Errorf("%q env %q: trusted_senders %+v, want %+v", c.args, c.env, p.filter.TrustedSenders.Rules(), c.want.TrustedSenders.Rules())
 		}
 		// JSON writes out every setting, so it compares them all.
-		if got, want := cfg.Filter.JSON(), c.want.JSON(); !bytes.Equal(got, want) || cfg.MaxBodyBytes != int64(c.want.MaxBodyBytes) {
-			t.Errorf("%q env %q: %+v (max body %d), want %+v", c.args, c.env, cfg.Filter, cfg.MaxBodyBytes, c.want)
+		if got, want := p.filter.JSON(), c.want.JSON(); !bytes.Equal(got, want) || p.maxBody() != int64(c.want.MaxBodyBytes) {
+			t.Errorf("%q env %q: %+v (max body %d), want %+v", c.args, c.env, p.filter, p.maxBody(), c.want)
 		}
-		if cfg.Trust.source != c.source || (cfg.Trust.ignored != "") != c.warn {
-			t.Errorf("%q env %q: trust from %q (env ignored: %q), want %q (ignored %v)", c.args, c.env, cfg.Trust.source, cfg.Trust.ignored, c.source, c.warn)
+		if p.trust.source != c.source || (p.trust.ignored != "") != c.warn {
+			t.Errorf("%q env %q: trust from %q (env ignored: %q), want %q (ignored %v)", c.args, c.env, p.trust.source, p.trust.ignored, c.source, c.warn)
 		}
 		// The guest reads back what was decided.
-		if back, err := filterspec.ParseConfig(cfg.PluginConfig); err != nil || back.TrustKVHints != c.want.TrustKVHints ||
+		if back, err := filterspec.ParseConfig(p.json); err != nil || back.TrustKVHints != c.want.TrustKVHints ||
 			back.TrustedSenders.Len() != c.want.TrustedSenders.Len() {
-			t.Errorf("%q env %q: the guest gets %s (%v)", c.args, c.env, cfg.PluginConfig, err)
+			t.Errorf("%q env %q: the guest gets %s (%v)", c.args, c.env, p.json, err)
 		}
 	}
 	// Trust for every sender and for some: a contradiction, refused.
@@ -287,8 +302,9 @@ func TestInvalidFilterConfigStopsStartup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.PluginConfig = []byte(`{"no_such_field":1}`)
-	_, err = newServer(context.Background(), cfg, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p := firstPolicy(t, cfg)
+	p.json = []byte(`{"no_such_field":1}`)
+	_, err = newServer(context.Background(), cfg, p, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), "no_such_field") {
 		t.Fatalf("err = %v", err)
 	}

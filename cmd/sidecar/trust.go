@@ -15,7 +15,7 @@ const (
 	trustFromDefault      = "default"
 )
 
-// trustDecision is how parseFlags settled trust_kv_hints.
+// trustDecision is how trust_kv_hints was settled (decideTrust).
 type trustDecision struct {
 	source string
 	env    string // TRTLLM_TRUST_KV_HINTS as found
@@ -24,14 +24,16 @@ type trustDecision struct {
 	ignored string
 }
 
-// decideTrust settles fc.TrustKVHints, the prototype's process-wide switch,
-// from the first of these that says anything:
+// decideTrust returns trust_kv_hints, the prototype's process-wide switch,
+// for the document fc (given: the members written in it), from the first
+// of these that says anything:
 //
-//  1. -trust-kv-hints given on the command line (flagSet), true or false;
-//  2. trust_kv_hints written in the -filter-config document (given), or
+//  1. -trust-kv-hints given on the command line (f.trustSet), true or
+//     false;
+//  2. trust_kv_hints written in the -filter-config document, or
 //     trusted_senders there: explicit configuration, which decides trust
 //     per sender and leaves the switch off;
-//  3. TRTLLM_TRUST_KV_HINTS=1 in the environment (env), the upstream
+//  3. TRTLLM_TRUST_KV_HINTS=1 in the environment (f.env), the upstream
 //     switch: only the value 1 turns it on, as in the worker;
 //  4. off.
 //
@@ -39,44 +41,46 @@ type trustDecision struct {
 // environment, and the environment never turns on what trusted_senders
 // limits to some senders. -trust-kv-hints (true) with trusted_senders is
 // an error, as the two are in one document.
-func decideTrust(fc *filterspec.Config, given filterspec.Members, flagSet, flagVal bool, env string) (trustDecision, error) {
+func decideTrust(fc filterspec.Config, given filterspec.Members, f policyFlags) (bool, trustDecision, error) {
 	senders := fc.TrustedSenders != nil
-	d := trustDecision{env: env}
+	on := fc.TrustKVHints
+	d := trustDecision{env: f.env}
 	switch {
-	case flagSet:
-		if flagVal && senders {
-			return d, errors.New("-trust-kv-hints: cannot be combined with trusted_senders in -filter-config: one trusts every sender, the other only those its rules match")
+	case f.trustSet:
+		if f.trust && senders {
+			return false, d, errors.New("-trust-kv-hints: cannot be combined with trusted_senders in -filter-config: one trusts every sender, the other only those its rules match")
 		}
-		fc.TrustKVHints, d.source = flagVal, trustFromFlag
+		on, d.source = f.trust, trustFromFlag
 	case given.Has("trust_kv_hints") || senders:
 		d.source = trustFromFilterConfig
-	case env == "1":
-		fc.TrustKVHints, d.source = true, trustFromEnv
+	case f.env == "1":
+		on, d.source = true, trustFromEnv
 	default:
 		d.source = trustFromDefault
 	}
 	switch {
-	case env == "" || env == "0" || d.source == trustFromEnv:
-	case env != "1":
+	case f.env == "" || f.env == "0" || d.source == trustFromEnv:
+	case f.env != "1":
 		d.ignored = "only the value 1 turns trust on"
-	case d.source == trustFromFlag && !fc.TrustKVHints:
+	case d.source == trustFromFlag && !on:
 		d.ignored = "-trust-kv-hints=false wins over the environment"
 	case d.source == trustFromFilterConfig && senders:
 		d.ignored = "trusted_senders in -filter-config decides trust per sender"
-	case d.source == trustFromFilterConfig && !fc.TrustKVHints:
+	case d.source == trustFromFilterConfig && !on:
 		d.ignored = "trust_kv_hints: false in -filter-config wins over the environment"
 	}
-	return d, nil
+	return on, d, nil
 }
 
-// logTrust writes the start-up line that says how trust was decided, and
-// a warning when TRTLLM_TRUST_KV_HINTS was set but did not decide.
-func logTrust(log *slog.Logger, cfg *config) {
-	log.Info("hint trust", "trust_kv_hints", cfg.Filter.TrustKVHints, "trust_source", cfg.Trust.source,
-		"trusted_senders", cfg.Filter.TrustedSenders.Len())
-	warnDetect(log, cfg.Filter)
-	if cfg.Trust.ignored != "" {
-		log.Warn("TRTLLM_TRUST_KV_HINTS ignored: "+cfg.Trust.ignored, "value", cfg.Trust.env)
+// logTrust writes the start-up line that says how trust was decided in
+// the first policy, and a warning when TRTLLM_TRUST_KV_HINTS was set but
+// did not decide.
+func logTrust(log *slog.Logger, p *policy) {
+	log.Info("hint trust", "trust_kv_hints", p.filter.TrustKVHints, "trust_source", p.trust.source,
+		"trusted_senders", p.filter.TrustedSenders.Len())
+	warnDetect(log, p.filter)
+	if p.trust.ignored != "" {
+		log.Warn("TRTLLM_TRUST_KV_HINTS ignored: "+p.trust.ignored, "value", p.trust.env)
 	}
 }
 
