@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 )
@@ -33,6 +34,9 @@ type exchange struct {
 	// outcome, once set, is what became of the request.
 	outcome outcome
 	accessInfo
+	// localAddr is the address the request came in on, "ip:port", for the
+	// filter (destination.address); "" when net/http gave none.
+	localAddr string
 	// ctx is r's context with the exchange in it (context), made when
 	// the request is first filtered.
 	ctx context.Context
@@ -61,6 +65,9 @@ type exchangeKey struct{}
 func (s *server) newExchange(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, r: r, start: time.Now(), w: statusWriter{ResponseWriter: w}}
 	x.requestID = requestID(r.Header)
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		x.localAddr = la.String() // formatted once per connection (localAddr)
+	}
 	return x
 }
 

@@ -69,7 +69,6 @@ func (s *server) apiServer(cfg *config) *http.Server {
 		ReadHeaderTimeout: ht,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ConnContext:       connContext,
 		ErrorLog:          newNetLogger(s.log, "server"),
 	}
 	return srv
@@ -111,7 +110,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.open.Add(1)
-	return &limitConn{Conn: c, l: l}, nil
+	la := c.LocalAddr()
+	return &limitConn{Conn: c, l: l, local: &localAddr{Addr: la, s: la.String()}}, nil
 }
 
 func (l *limitListener) Close() error {
@@ -123,9 +123,25 @@ func (l *limitListener) Close() error {
 // closed, by the server or by a handler that took it over).
 type limitConn struct {
 	net.Conn
-	l    *limitListener
-	once sync.Once
+	l     *limitListener
+	once  sync.Once
+	local *localAddr
 }
+
+// localAddr is a connection's local address, its text made once, when the
+// connection is accepted. net/http gives it to every request on the
+// connection (http.LocalAddrContextKey, through the TLS connection's
+// LocalAddr too), and each request's exchange takes its text (newExchange)
+// without formatting it again.
+type localAddr struct {
+	net.Addr
+	s string
+}
+
+func (a *localAddr) String() string { return a.s }
+
+// LocalAddr is the connection's local address, formatted once.
+func (c *limitConn) LocalAddr() net.Addr { return c.local }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()

@@ -53,14 +53,6 @@ type server struct {
 	reloads reloadMetrics
 }
 
-// localAddrKey carries the connection's local address, formatted once per
-// connection (http.Server.ConnContext).
-type localAddrKey struct{}
-
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, localAddrKey{}, c.LocalAddr().String())
-}
-
 // newServer starts the filter module with the policy first (apply) and
 // makes the proxy to upstream.
 func newServer(ctx context.Context, cfg *config, first *policy, upstream string, log *slog.Logger) (*server, error) {
@@ -272,16 +264,11 @@ func (s *server) serve(x *exchange) outcome {
 	delete(r.Header, "X-Forwarded-Client-Cert")
 	req := &host.Request{
 		Method: r.Method, Path: target, Authority: r.Host, Protocol: r.Proto,
-		Header: r.Header, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, Trailer: r.Trailer,
-		TLS: r.TLS,
+		Header: r.Header, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, LocalAddr: x.localAddr,
+		Trailer: r.Trailer, TLS: r.TLS,
 	}
 	if r.TLS != nil {
 		req.Scheme = "https"
-	}
-	if la, ok := r.Context().Value(localAddrKey{}).(string); ok {
-		req.LocalAddr = la
-	} else if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		req.LocalAddr = la.String()
 	}
 	// A body the filter changes is written into pooled memory too
 	// (changedBody, x.rewritten).
