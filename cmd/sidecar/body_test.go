@@ -115,7 +115,7 @@ func TestForwardBodyReadAfterRelease(t *testing.T) {
 		t.Fatal("want a pooled body")
 	}
 	x := &exchange{r: r, body: b}
-	out := x.forward(b.bytes(), b)
+	out := x.upstreamRequest(b.bytes(), b)
 	p := make([]byte, 5)
 	if n, err := out.Body.Read(p); n != 5 || err != nil || string(p) != "hello" {
 		t.Fatalf("read %q %v", p[:n], err)
@@ -194,7 +194,7 @@ func TestForwardRequest(t *testing.T) {
 			t.Fatalf("%s: read: %v, pooled %v", c.name, err, buf.pooled())
 		}
 		x := &exchange{r: in, body: buf}
-		out := x.forward(buf.bytes(), buf)
+		out := x.upstreamRequest(buf.bytes(), buf)
 		if out.ContentLength != int64(len(c.body)) {
 			t.Fatalf("%s: content length %d", c.name, out.ContentLength)
 		}

@@ -16,8 +16,10 @@ import (
 //   - w, the response writer every answer goes through, which records the
 //     status and the bytes sent;
 //   - the outcome, set by whichever part of the request path learns what
-//     became of the request (serve, the proxy's ErrorHandler, the answer's
-//     body), and counted and logged by finish, once;
+//     became of the request (serve's steps, the proxy's ErrorHandler, the
+//     answer's body), and counted and logged by finish, once;
+//   - what one step learns for the next: whether the body is over the
+//     limit (read), the request target (filter);
 //   - the buffers of the body: as read, as the filter rewrote it, as
 //     forwarded, each given back by release when the request is done,
 //     whichever of them was forwarded.
@@ -41,8 +43,16 @@ type exchange struct {
 	// the request is first filtered.
 	ctx context.Context
 
-	// body is the request body as read (readBody); nil until it is.
-	body *bodyBuf
+	// body is the request body as read (readBody); nil until it is, and
+	// when it is withheld: announced over the limit, never read, the
+	// filter shown the headers only. tooLarge is the 413's message for a
+	// body over the limit, announced or read (read), "" for one within it.
+	body     *bodyBuf
+	withheld bool
+	tooLarge string
+	// target is the request target as the filter saw it and the worker
+	// gets it (forwardTarget), set by filter.
+	target string
 	// rewritten is the pooled buffer that holds the body the filter wrote
 	// last (changedBody), nil when the filter wrote none or the host
 	// allocated it. replaced is the one it wrote before, which the host
@@ -170,7 +180,7 @@ func changedBody(ctx context.Context, n int) []byte {
 	return x.rewritten.bytes()
 }
 
-// forward returns the request to hand ReverseProxy: a shallow copy of r,
+// upstreamRequest returns the request to hand ReverseProxy: a shallow copy of r,
 // in the exchange's context, with body as its body. buf is the buffer that
 // holds body (x.body or x.rewritten), nil for memory the host allocated.
 //
@@ -183,7 +193,7 @@ func changedBody(ctx context.Context, n int) []byte {
 // a reader releases nothing. A body in memory of its own is left to the
 // garbage collector, and reaches the transport as an in-memory reader
 // (bodyTransport, which finds it as x.inMemory).
-func (x *exchange) forward(body []byte, buf *bodyBuf) *http.Request {
+func (x *exchange) upstreamRequest(body []byte, buf *bodyBuf) *http.Request {
 	out := x.r.WithContext(x.context())
 	switch {
 	case len(body) == 0:

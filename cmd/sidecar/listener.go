@@ -64,7 +64,7 @@ func (s *server) apiServer(cfg *config) *http.Server {
 	srv := &http.Server{
 		Protocols: &protocols,
 		Handler:   s,
-		// Bodies are bounded by -idle-timeout in serve (a server-wide
+		// Bodies are bounded by -idle-timeout in read (a server-wide
 		// ReadTimeout would also cut off responses streamed for longer).
 		ReadHeaderTimeout: ht,
 		IdleTimeout:       cfg.IdleTimeout,

@@ -143,7 +143,7 @@ func (s *server) hostOptions(pluginConfig []byte) host.Options {
 		CacheDir:         s.cfg.CacheDir,
 		Logger:           s.log,
 		Registerer:       s.reg,
-		HeaderInPlace:    true, // serve forwards r.Header and has no other use for it
+		HeaderInPlace:    true, // the sidecar forwards r.Header and has no other use for it
 		BodyAlloc:        changedBody,
 		MetricHelp:       filterspec.MetricHelp,
 	}
@@ -155,7 +155,7 @@ func (s *server) close() {
 	_ = s.host.Close(ctx)
 }
 
-// rewrite points the upstream request at the worker. serve has already
+// rewrite points the upstream request at the worker. forward has already
 // put the filter's decision (method, path, headers, body) into pr.In,
 // which ReverseProxy cloned into pr.Out.
 func (s *server) rewrite(pr *httputil.ProxyRequest) {
@@ -205,37 +205,57 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.settle(s.serve(x))
 }
 
-// serve takes the request x through the sidecar, from the refusals made on
-// its headers to the worker's answer, and returns its outcome (unless the
-// proxy's ErrorHandler or the answer's body records one first). Every
-// buffer it reads into or is lent belongs to x, which gives it back.
+// serve takes the request x through the sidecar, step by step, and returns
+// its outcome (unless the proxy's ErrorHandler or the answer's body records
+// one first): the refusals made on its headers (screen), the body (read),
+// the filter (filter), then the sidecar's or the filter's own answer
+// (answer) or the worker's (forward). Every buffer it reads into or is lent
+// belongs to x, which gives it back.
 func (s *server) serve(x *exchange) outcome {
-	w, r := &x.w, x.r
-	if outcome := s.screen(w, r); outcome != "" {
-		return outcome
+	if o := s.screen(&x.w, x.r); o != "" {
+		return o
 	}
-	// The filter sees the request target exactly as it will be forwarded
-	// (forwardTarget), so that exclude_paths is matched on the bytes the
-	// worker gets.
-	target := forwardTarget(r.URL)
-	// A body announced over the limit is refused from the headers: none
-	// of it is read (a client that sent Expect: 100-continue gets no 100
-	// Continue), and the filter sees the headers only, so that it answers
-	// 413 and counts it as Envoy's would. Otherwise buffer at most limit+1
-	// bytes: a longer body without Content-Length is still shown to the
-	// filter (cut at limit+1 bytes) for the same reason. An over-long body is
-	// never forwarded, and the connection is closed after the 413 rather
-	// than drained of a body nobody wants.
-	limit := s.policy.Load().maxBody()
-	_, tooLargeMsg := kvhints.BodyTooLarge(r.ContentLength, int(limit))
-	withheld := tooLargeMsg != ""
-	if !withheld {
+	if o := x.read(s.policy.Load().maxBody()); o != "" {
+		return o
+	}
+	d, o := x.filter()
+	if o != "" {
+		return o
+	}
+	if x.tooLarge != "" || d.Local != nil {
+		return x.answer(d)
+	}
+	return x.forward(d)
+}
+
+// read reads the request body, at most limit bytes of it, into x.body, and
+// is the one place the body limit is applied: a body over it is decided
+// here (x.tooLarge, the 413's message), from Content-Length or while
+// reading a longer or chunked one; answer sends the 413 once the filter
+// has seen the request. It returns an outcome only for a request it
+// answers itself: a body that stalls (408), cannot be read or ends in a
+// trailer that carries a field a trailer must not (400).
+//
+// A body announced over the limit is refused from the headers: none of it
+// is read (a client that sent Expect: 100-continue gets no 100 Continue),
+// and the filter sees the headers only (x.withheld), so that it answers
+// 413 and counts it as Envoy's would. Otherwise at most limit+1 bytes are
+// buffered: a longer body without Content-Length is still shown to the
+// filter (cut at limit+1 bytes) for the same reason. An over-long body is
+// never forwarded, and the connection is closed after the 413 rather than
+// drained of a body nobody wants.
+func (x *exchange) read(limit int64) outcome {
+	w, r := &x.w, x.r
+	_, x.tooLarge = kvhints.BodyTooLarge(r.ContentLength, int(limit))
+	x.withheld = x.tooLarge != ""
+	if !x.withheld {
+		idle := x.s.cfg.IdleTimeout
 		var err error
-		x.body, err = readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: s.cfg.IdleTimeout})
+		x.body, err = readBody(r, limit, idleTimer{set: http.NewResponseController(w).SetReadDeadline, d: idle})
 		switch {
 		case err != nil && errTimeout(err):
 			closeAfterReply(w) // answer now, not once the rest of the body came
-			writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", s.cfg.IdleTimeout))
+			writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body stalled: no data for %v", idle))
 			return outcomeBodyTimeout
 		case err != nil:
 			closeAfterReply(w) // what is left of the connection is not a request
@@ -247,74 +267,98 @@ func (s *server) serve(x *exchange) outcome {
 		writeError(w, http.StatusBadRequest, "the request's trailer carries "+k+", which a trailer must not")
 		return outcomeBadRequest
 	}
-	body := x.body.bytes()
-	if !withheld {
-		_, tooLargeMsg = kvhints.BodyTooLarge(int64(len(body)), int(limit))
+	if !x.withheld {
+		_, x.tooLarge = kvhints.BodyTooLarge(int64(len(x.body.bytes())), int(limit))
 	}
-	tooLarge := tooLargeMsg != ""
-	if tooLarge {
+	if x.tooLarge != "" {
 		// After the handler, net/http would wait for up to 256 KiB more of
 		// the body before closing: nobody wants it.
 		closeAfterReply(w)
 	}
-	// A client's x-forwarded-client-cert is removed before the filter and
-	// never forwarded, as Envoy's forward_client_cert_details: SANITIZE
-	// does: identity comes from this connection's TLS state (r.TLS, with
-	// the peer's verified certificate) and r.RemoteAddr, never a header.
+	return ""
+}
+
+// filter runs the request through the wasm filter and returns its
+// decision, or the outcome of a request it could not filter: the client
+// went away, or the filter failed (503, nothing forwarded).
+//
+// The filter sees the request target exactly as it will be forwarded
+// (forwardTarget, x.target), so that exclude_paths is matched on the bytes
+// the worker gets. A client's x-forwarded-client-cert is removed before the
+// filter and never forwarded, as Envoy's forward_client_cert_details:
+// SANITIZE does: identity comes from this connection's TLS state (r.TLS,
+// with the peer's verified certificate) and r.RemoteAddr, never a header.
+// A body the filter changes is written into pooled memory too
+// (changedBody, x.rewritten).
+func (x *exchange) filter() (*host.Decision, outcome) {
+	s, r := x.s, x.r
+	x.target = forwardTarget(r.URL)
 	delete(r.Header, "X-Forwarded-Client-Cert")
 	req := &host.Request{
-		Method: r.Method, Path: target, Authority: r.Host, Protocol: r.Proto,
-		Header: r.Header, Body: body, BodyWithheld: withheld, RemoteAddr: r.RemoteAddr, LocalAddr: x.localAddr,
+		Method: r.Method, Path: x.target, Authority: r.Host, Protocol: r.Proto,
+		Header: r.Header, Body: x.body.bytes(), BodyWithheld: x.withheld, RemoteAddr: r.RemoteAddr, LocalAddr: x.localAddr,
 		Trailer: r.Trailer, TLS: r.TLS,
 	}
 	if r.TLS != nil {
 		req.Scheme = "https"
 	}
-	// A body the filter changes is written into pooled memory too
-	// (changedBody, x.rewritten).
-	fstart := time.Now()
+	start := time.Now()
 	d, err := s.host.Filter(x.context(), req)
-	took := time.Since(fstart)
+	took := time.Since(start)
 	s.latency.Observe(took.Seconds())
 	x.noteFilter(d, took)
 	if err != nil {
 		reason := failureReason(err)
 		if errors.Is(err, context.Canceled) {
-			return outcomeClientGone
+			return nil, outcomeClientGone
 		}
 		s.failures.WithLabelValues(reason).Inc()
 		s.log.Error("filter failed; request not forwarded", "reason", reason, "err", err, "path", r.URL.Path)
-		writeError(w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded")
-		return outcomeFilterFailure
+		writeError(&x.w, http.StatusServiceUnavailable, "the request filter failed; the request was not forwarded")
+		return nil, outcomeFilterFailure
 	}
-	if tooLarge && d.Local == nil { // the guest's own refusal (413, or 415 for an encoded body) stands
-		writeError(w, http.StatusRequestEntityTooLarge, tooLargeMsg)
+	return d, ""
+}
+
+// answer answers the request without the worker: with the filter's own
+// answer (d.Local), which stands when the body is also too large (its 413,
+// or 415 for an encoded body, counted as Envoy's would be), or else with
+// the 413 read decided on.
+func (x *exchange) answer(d *host.Decision) outcome {
+	w := &x.w
+	if d.Local == nil {
+		writeError(w, http.StatusRequestEntityTooLarge, x.tooLarge)
 		return outcomeTooLarge
 	}
-	if d.Local != nil {
-		h := w.Header()
-		for k, vs := range d.Local.Header {
-			h[k] = vs
-		}
-		h.Set("Content-Length", strconv.Itoa(len(d.Local.Body)))
-		w.WriteHeader(d.Local.Status)
-		_, _ = w.Write(d.Local.Body)
-		return outcomeLocalReply
+	h := w.Header()
+	for k, vs := range d.Local.Header {
+		h[k] = vs
 	}
-	// The request to forward: a shallow copy of r carrying the decision,
-	// its body d.Body: the bytes read, or the filter's, in the pooled
-	// buffer x.rewritten or (nil) in memory the host allocated.
+	h.Set("Content-Length", strconv.Itoa(len(d.Local.Body)))
+	w.WriteHeader(d.Local.Status)
+	_, _ = w.Write(d.Local.Body)
+	return outcomeLocalReply
+}
+
+// forward hands the worker the request the filter decided on and relays
+// its answer: a shallow copy of r carrying the decision, its body d.Body:
+// the bytes read, or the filter's, in the pooled buffer x.rewritten or
+// (nil) in memory the host allocated. The proxy's ErrorHandler and the
+// answer's body record what went wrong in x.outcome, which ServeHTTP keeps
+// over the one returned.
+func (x *exchange) forward(d *host.Decision) outcome {
+	r := x.r
 	src := x.body
 	if d.BodyChanged {
 		src = x.rewritten
 	}
-	out := x.forward(d.Body, src)
+	out := x.upstreamRequest(d.Body, src)
 	if d.HeaderChanged {
 		out.Header = d.Header // ReverseProxy clones it and drops hop-by-hop fields
 		if d.Method != "" {
 			out.Method = d.Method
 		}
-		if d.Path != "" && d.Path != target {
+		if d.Path != "" && d.Path != x.target {
 			if u, err := url.ParseRequestURI(d.Path); err == nil {
 				nu := *r.URL
 				nu.Path, nu.RawPath, nu.RawQuery = u.Path, u.RawPath, u.RawQuery
@@ -322,9 +366,7 @@ func (s *server) serve(x *exchange) outcome {
 			}
 		}
 	}
-	// The proxy's ErrorHandler and the answer's body record what went
-	// wrong in x.outcome, which ServeHTTP keeps over this one.
-	s.proxy.ServeHTTP(w, out)
+	x.s.proxy.ServeHTTP(&x.w, out)
 	return outcomeForwarded
 }
 
