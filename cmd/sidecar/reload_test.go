@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -233,5 +234,117 @@ func TestReloadDuringStream(t *testing.T) {
 	rest, err := io.ReadAll(br)
 	if err != nil || !strings.HasSuffix(string(rest), "data: 2\n\ndata: [DONE]\n\n") {
 		t.Fatalf("the stream across the reload ended with %q, %v", rest, err)
+	}
+}
+
+// A reload's policy is the one every request after it is held to, in every
+// place it applies: the body limit of the 413 from Content-Length and of
+// the 413 while reading a chunked body (raised and lowered), and the guest's
+// configuration, so that a body the old limit refused passes the filter
+// too. A reload that changes only the filter configuration is seen by the
+// very next request, with the body limit as it was. -max-body-bytes wins
+// over every reloaded document, as over the first.
+func TestReloadedPolicyEverywhere(t *testing.T) {
+	rec := &recorder{}
+	worker := httptest.NewServer(rec)
+	defer worker.Close()
+	// serve starts a sidecar with the file's first content doc and returns
+	// its server and API address; reloads are made by calling reload, as
+	// the file watch does, so that the request after one is the next one.
+	serve := func(doc string, args ...string) (*server, *config, string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "filter.json")
+		if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := parseFlags(append([]string{"-cache-dir", testCache(t), "-upstream", worker.URL, "-filter-config", "@" + file}, args...),
+			func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := newServer(context.Background(), cfg, firstPolicy(t, cfg), worker.URL, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := s.apiServer(cfg)
+		go func() { _ = api.Serve(s.limitConnections(ln, 16)) }()
+		t.Cleanup(func() { _ = api.Close(); s.close() })
+		return s, cfg, ln.Addr().String()
+	}
+	reload := func(s *server, doc string) {
+		t.Helper()
+		if err := s.reload(context.Background(), []byte(doc), "test"); err != nil {
+			t.Fatalf("reload %s: %v", doc, err)
+		}
+	}
+	// status posts a JSON body of n bytes, announced (Content-Length) or
+	// chunked, on a connection of its own.
+	status := func(api string, n int, chunked bool) int {
+		t.Helper()
+		body := `{"model":"m","prompt":"` + strings.Repeat("x", n-len(`{"model":"m","prompt":""}`)) + `"}`
+		req, _ := http.NewRequest("POST", "http://"+api+"/v1/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if chunked {
+			req.Body, req.ContentLength = io.NopCloser(strings.NewReader(body)), -1
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatalf("%d bytes (chunked %v): %v", n, chunked, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	limitIs := func(api string, limit int, when string) {
+		t.Helper()
+		for _, chunked := range []bool{false, true} {
+			if got := status(api, limit, chunked); got != 200 {
+				t.Errorf("%s: a body of the limit, %d bytes (chunked %v): %d, want 200", when, limit, chunked, got)
+			}
+			if got := status(api, limit+1, chunked); got != 413 {
+				t.Errorf("%s: a body of %d bytes over a limit of %d (chunked %v): %d, want 413", when, limit+1, limit, chunked, got)
+			}
+		}
+	}
+	admitted := func(api string) bool {
+		t.Helper()
+		resp, err := http.Post("http://"+api+"/v1/chat/completions", "application/json", strings.NewReader(hinted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("a hinted request: %d", resp.StatusCode)
+		}
+		return string(rec.last()) == hinted
+	}
+
+	s, _, api := serve(`{"max_body_bytes":1000}`)
+	limitIs(api, 1000, "at start-up")
+	reload(s, `{"max_body_bytes":2000}`)
+	limitIs(api, 2000, "raised by a reload")
+	reload(s, `{"max_body_bytes":500}`)
+	limitIs(api, 500, "lowered by a reload")
+	if admitted(api) {
+		t.Fatal("a hint admitted without trust")
+	}
+	reload(s, `{"max_body_bytes":500,"trust_kv_hints":true}`)
+	if !admitted(api) {
+		t.Error("the request after a reload that trusts hints: the hint was removed")
+	}
+	limitIs(api, 500, "after a reload of the filter configuration only")
+	if p := s.policy.Load(); p.maxBody() != 500 || !p.filter.TrustKVHints {
+		t.Errorf("the policy in force: max body %d, trust %v", p.maxBody(), p.filter.TrustKVHints)
+	}
+
+	s, cfg, api := serve(`{}`, "-max-body-bytes", "1000")
+	reload(s, `{"max_body_bytes":3000}`)
+	limitIs(api, 1000, "-max-body-bytes 1000, reloaded max_body_bytes 3000")
+	if cfg.policyFlags.maxBody != 1000 {
+		t.Errorf("-max-body-bytes reads %d after the reload", cfg.policyFlags.maxBody)
 	}
 }
