@@ -3,11 +3,12 @@ package kvhints
 import "golang.org/x/sys/cpu"
 
 // The vectorised string scan of native amd64 builds: stringRunAVX2
-// (vecscan_amd64.s) reads 32 bytes a turn with AVX2, finds '"', '\\' and
-// control bytes with compares, and validates UTF-8 with nibble lookup
-// tables (the technique of Keiser and Lemire's "Validating UTF-8 in less
-// than one instruction per byte"), carrying the previous block for the
-// sequences that straddle two. scanString and multibyteRun (scan.go) hand
+// (vecscan_amd64.s) reads 32 bytes a turn with AVX2 (64 in multibyte
+// text, whose simple escapes it reads without leaving the loop), finds
+// '"', '\\' and control bytes with compares, and validates UTF-8 with
+// nibble lookup tables (the technique of Keiser and Lemire's "Validating
+// UTF-8 in less than one instruction per byte"), with the three bytes
+// before each block for the sequences that straddle two. scanString and multibyteRun (scan.go) hand
 // it the rest of a string once they have read a plain word or a
 // multibyte character; what it stops at, they finish as before, so the
 // Go code stays the definition and decides every error and its offset.

@@ -7,13 +7,15 @@
 // the block belong to an escape begun in the block before, R9 the flags
 // (and 0x100: read escapes), R10 not zero when the last block validated
 // had a byte above 0x7F (zero: nothing carried into the next). Y0 is the
-// last block validated, Y1 the block read; Y7..Y11 and Y13..Y15 hold
-// constants. Escapes are ASCII, so UTF-8 is validated across them as if
-// they were text; within a block the specials are taken in turn, each
-// escape clearing the specials it covers. Blocks of plain ASCII after
-// ASCII take the first loop; a block of ASCII whose escapes are all
-// simple and inside it, escfast; a run of clean blocks with multibyte
-// characters, the second loop (u8loop); the rest goes through trouble.
+// last block validated (outside u8loop and u8one), Y1 the block read;
+// Y7..Y11 and Y13..Y15 hold constants. Escapes are ASCII, so UTF-8 is
+// validated across them as if they were text; within a block the
+// specials are taken in turn, each escape clearing the specials it
+// covers. Blocks of plain ASCII after ASCII take the first loop; a block
+// whose escapes are all simple and inside it, and whose UTF-8 is clean,
+// escfast; a run of blocks with multibyte characters, u8loop, two blocks
+// a turn, a pair whose only specials are simple escapes read at once
+// (u8esc); the rest goes through trouble.
 //
 // UTF-8 is validated with three 16-entry tables indexed by the nibbles of
 // each byte and the byte before it (prev1); their AND has a bit set for
@@ -86,6 +88,12 @@ DATA escHigh<>+16(SB)/8, $0x0402000000010000
 DATA escHigh<>+24(SB)/8, $0x0000000000000000
 GLOBL escHigh<>(SB), RODATA|NOPTR, $32
 
+DATA quote<>+0(SB)/8, $0x2222222222222222
+DATA quote<>+8(SB)/8, $0x2222222222222222
+DATA quote<>+16(SB)/8, $0x2222222222222222
+DATA quote<>+24(SB)/8, $0x2222222222222222
+GLOBL quote<>(SB), RODATA|NOPTR, $32
+
 DATA backslash<>+0(SB)/8, $0x5C5C5C5C5C5C5C5C
 DATA backslash<>+8(SB)/8, $0x5C5C5C5C5C5C5C5C
 DATA backslash<>+16(SB)/8, $0x5C5C5C5C5C5C5C5C
@@ -99,29 +107,63 @@ GLOBL backslash<>(SB), RODATA|NOPTR, $32
 DATA splat<>+0(SB)/4, $0x7060200F
 GLOBL splat<>(SB), RODATA|NOPTR, $4
 
-// UTF8CHECK validates the block Y1 after Y0: Y4 is not zero where a byte
-// is malformed or the second of a surrogate (bit 0x10), Y5 holds the
-// error bits; Y3 and Y6 are clobbered.
-#define UTF8CHECK \
-	VPERM2I128 $0x21, Y1, Y0, Y6 \ // the last 16 bytes before, the first 16 of the block
-	VPALIGNR   $14, Y6, Y1, Y4   \ // prev2
-	VPALIGNR   $13, Y6, Y1, Y5   \ // prev3
-	VPSUBUSB   Y8, Y4, Y4        \ // prev2 E0..FF: 80..9F
-	VPSUBUSB   Y7, Y5, Y5        \ // prev3 F0..FF: 80..8F
-	VPOR       Y4, Y5, Y4        \ // bit 0x80: must be a continuation byte
-	VPALIGNR   $15, Y6, Y1, Y3   \ // prev1
-	VPSRLW     $4, Y3, Y5        \
-	VPAND      Y15, Y5, Y5       \
-	VPSHUFB    Y5, Y11, Y5       \ // by prev1's high nibble
-	VPAND      Y15, Y3, Y3       \
-	VPSHUFB    Y3, Y10, Y3       \ // by prev1's low nibble
-	VPAND      Y3, Y5, Y5        \
-	VPSRLW     $4, Y1, Y3        \
-	VPAND      Y15, Y3, Y3       \
-	VPSHUFB    Y3, Y9, Y3        \ // by the byte's high nibble
-	VPAND      Y3, Y5, Y5        \ // the error bits
+// UTF8CHECK(prev, cur) validates the block cur after prev: Y4 is not
+// zero where a byte is malformed or the second of a surrogate (bit 0x10),
+// Y5 holds the error bits; Y3 and Y6 are clobbered.
+#define UTF8CHECK(prev, cur) \
+	VPERM2I128 $0x21, cur, prev, Y6 \ // the last 16 bytes before, the first 16 of the block
+	VPALIGNR   $14, Y6, cur, Y4   \ // prev2
+	VPALIGNR   $13, Y6, cur, Y5   \ // prev3
+	VPSUBUSB   Y8, Y4, Y4         \ // prev2 E0..FF: 80..9F
+	VPSUBUSB   Y7, Y5, Y5         \ // prev3 F0..FF: 80..8F
+	VPOR       Y4, Y5, Y4         \ // bit 0x80: must be a continuation byte
+	VPALIGNR   $15, Y6, cur, Y3   \ // prev1
+	VPSRLW     $4, Y3, Y5         \
+	VPAND      Y15, Y5, Y5        \
+	VPSHUFB    Y5, Y11, Y5        \ // by prev1's high nibble
+	VPAND      Y15, Y3, Y3        \
+	VPSHUFB    Y3, Y10, Y3        \ // by prev1's low nibble
+	VPAND      Y3, Y5, Y5         \
+	VPSRLW     $4, cur, Y3        \
+	VPAND      Y15, Y3, Y3        \
+	VPSHUFB    Y3, Y9, Y3         \ // by the byte's high nibble
+	VPAND      Y3, Y5, Y5         \ // the error bits
 	VPAND      bit80<>(SB), Y4, Y4 \
 	VPXOR      Y5, Y4, Y4
+
+// SPECIALS(cur, out, tmp): out is not zero where cur has '"', '\\' (0xFF
+// there) or a control byte (0x01..0x20).
+#define SPECIALS(cur, out, tmp) \
+	VPSHUFB  cur, Y13, out \
+	VPCMPEQB cur, out, out \
+	VPSUBUSB cur, Y14, tmp \
+	VPOR     tmp, out, out
+
+// UTF8MEM(p1, p2, p3, cur, out, ta, tb) is UTF8CHECK for the block cur
+// at DI+p1+1 with the bytes before it loaded from memory, p1, p2, p3 the
+// offsets of prev1, prev2, prev3 from DI (so DI+p3 ≥ 0): loads instead
+// of shuffles, which the validator is short of. out is not zero where a
+// byte is malformed or the second of a surrogate, tb holds the error
+// bits; ta is clobbered.
+#define UTF8MEM(p1, p2, p3, cur, out, ta, tb) \
+	VMOVDQU  p1(SI)(DI*1), ta \ // prev1
+	VPSRLW   $4, ta, tb         \
+	VPAND    Y15, tb, tb        \
+	VPSHUFB  tb, Y11, tb        \ // by prev1's high nibble
+	VPAND    Y15, ta, ta        \
+	VPSHUFB  ta, Y10, ta        \ // by prev1's low nibble
+	VPAND    ta, tb, tb         \
+	VPSRLW   $4, cur, ta        \
+	VPAND    Y15, ta, ta        \
+	VPSHUFB  ta, Y9, ta         \ // by the byte's high nibble
+	VPAND    ta, tb, tb         \ // the error bits
+	VMOVDQU  p2(SI)(DI*1), ta \ // prev2
+	VPSUBUSB Y8, ta, ta         \ // E0..FF: 80..9F
+	VMOVDQU  p3(SI)(DI*1), out \ // prev3
+	VPSUBUSB Y7, out, out       \ // F0..FF: 80..8F
+	VPOR     ta, out, out       \ // bit 0x80: must be a continuation byte
+	VPAND    bit80<>(SB), out, out \
+	VPXOR    tb, out, out
 
 // func stringRunAVX2(b []byte, escapes bool) (n, flags int)
 TEXT ·stringRunAVX2(SB), NOSPLIT, $0-48
@@ -176,7 +218,9 @@ slow:
 	// followed in the block by a byte simpleEscape accepts other than
 	// '\\', and no control byte or '"' of the text's own. Anything else,
 	// \u included, takes trouble's turns, which read the same block the
-	// same way.
+	// same way. DX: the specials; Y2's high bits: '"' and '\\'. From
+	// u8trouble too, for a block with multibyte characters (R10 not zero).
+escfast:
 	VPCMPEQB  backslash<>(SB), Y1, Y4
 	VPMOVMSKB Y4, AX   // backslashes
 	TESTL     AX, AX
@@ -206,46 +250,157 @@ slow:
 	TESTL     R13, R14
 	JNZ       skip     // \u, or an escape that is not one
 	ORQ       $1, R9
-	JMP       next
+	TESTL     R10, R10
+	JZ        next
+	ADDQ      $32, DI
+	JMP       u8loop
 
 utf8:
 	MOVL     CX, R10
 	VPSUBUSB Y1, Y14, Y4
 	VPOR     Y4, Y2, Y2 // the specials where not zero
-	UTF8CHECK
+	UTF8CHECK(Y0, Y1)
 	VMOVDQU  Y1, Y0
 	VPOR     Y2, Y4, Y3
 	VPTEST   Y3, Y3
-	JNZ      masks
+	JZ       utf8clean
+	TESTL    R8, R8
+	JZ       u8trouble // R10 is set
+	JMP      masks     // the first R8 bytes end an escape
+
+utf8clean:
 	TESTL    R10, R10
 	JZ       next
 	XORL     R8, R8
 	ADDQ     $32, DI
 
 u8loop:
-	// Text with multibyte characters: a block a turn while the blocks
-	// are clean and not all ASCII.
-	CMPQ     DI, R11
-	JGT      tail
+	// Text with multibyte characters: two blocks a turn while they are
+	// clean and the second is not all ASCII. DI ≥ 32 here, so the bytes
+	// before a block are loaded, and Y0 is free until this leaves, when
+	// it becomes the last block again. A pair in trouble is read by
+	// u8esc when its only specials are simple escapes, else a block at a
+	// time by u8one.
+	LEAQ     32(DI), AX
+	CMPQ     AX, R11
+	JGT      u8one
 	VMOVDQU  (SI)(DI*1), Y1
-	VPSHUFB  Y1, Y13, Y2
-	VPCMPEQB Y1, Y2, Y2
-	VPSUBUSB Y1, Y14, Y3
-	VPOR     Y3, Y2, Y2
-	UTF8CHECK
-	VMOVDQU  Y1, Y0
-	VPOR     Y2, Y4, Y3
-	VPTEST   Y3, Y3
-	JNZ      u8trouble
-	ADDQ     $32, DI
-	VPTEST   bit80<>(SB), Y1
+	VMOVDQU  32(SI)(DI*1), Y12
+	UTF8MEM(-1, -2, -3, Y1, Y2, Y3, Y4)
+	UTF8MEM(31, 30, 29, Y12, Y5, Y3, Y4)
+	VPOR     Y5, Y2, Y2 // malformed or a surrogate in either
+	SPECIALS(Y1, Y3, Y4)
+	SPECIALS(Y12, Y5, Y4)
+	VPOR     Y5, Y3, Y3
+	VPOR     Y3, Y2, Y4
+	VPTEST   Y4, Y4
+	JNZ      u8esc
+	ADDQ     $64, DI
+	VPTEST   bit80<>(SB), Y12
 	JNZ      u8loop
+	VMOVDQU  Y12, Y0
 	XORL     R10, R10
 	JMP      loop
 
-u8trouble:
+u8esc:
+	// Both blocks' UTF-8 clean, no control byte, and escapes read: the
+	// pair's backslashes (AX) and quotes (CX) as escfast reads a block.
+	VPTEST    Y2, Y2
+	JNZ       u8one
+	BTQ       $8, R9
+	JCC       u8one
+	VPSUBUSB  Y1, Y14, Y3
+	VPSUBUSB  Y12, Y14, Y4
+	VPOR      Y3, Y4, Y3
+	VPTEST    Y3, Y3
+	JNZ       u8one // a control byte
+	VPCMPEQB  backslash<>(SB), Y1, Y3
+	VPMOVMSKB Y3, AX
+	VPCMPEQB  backslash<>(SB), Y12, Y4
+	VPMOVMSKB Y4, DX
+	SHLQ      $32, DX
+	ORQ       DX, AX
+	BTQ       $63, AX
+	JCS       u8one // an escape that ends in the next pair
+	LEAQ      (AX)(AX*1), R14 // the escaped bytes
+	TESTQ     AX, R14
+	JNZ       u8one // '\\' after '\\'
+	VPCMPEQB  quote<>(SB), Y1, Y3
+	VPMOVMSKB Y3, CX
+	VPCMPEQB  quote<>(SB), Y12, Y4
+	VPMOVMSKB Y4, DX
+	SHLQ      $32, DX
+	ORQ       DX, CX
+	ANDNQ     CX, R14, CX
+	JNZ       u8one // a quote not escaped: the end of the string
+	VMOVDQU   escLow<>(SB), Y5
+	VMOVDQU   escHigh<>(SB), Y6
+	VPXOR     Y0, Y0, Y0
+	VPAND     Y15, Y1, Y3
+	VPSHUFB   Y3, Y5, Y3
+	VPSRLW    $4, Y1, Y4
+	VPAND     Y15, Y4, Y4
+	VPSHUFB   Y4, Y6, Y4
+	VPAND     Y3, Y4, Y3
+	VPCMPEQB  Y0, Y3, Y3
+	VPMOVMSKB Y3, CX // not '"', '/', b, f, n, r or t
+	VPAND     Y15, Y12, Y3
+	VPSHUFB   Y3, Y5, Y3
+	VPSRLW    $4, Y12, Y4
+	VPAND     Y15, Y4, Y4
+	VPSHUFB   Y4, Y6, Y4
+	VPAND     Y3, Y4, Y3
+	VPCMPEQB  Y0, Y3, Y3
+	VPMOVMSKB Y3, DX
+	SHLQ      $32, DX
+	ORQ       DX, CX
+	TESTQ     CX, R14
+	JNZ       u8one // \u, or an escape that is not one
+	ORQ       $1, R9
+	ADDQ      $64, DI
+	VPTEST    bit80<>(SB), Y12
+	JNZ       u8loop
+	VMOVDQU   Y12, Y0
+	XORL      R10, R10
+	JMP       loop
+
+u8one:
+	// One block, DI ≥ 32.
+	CMPQ     DI, R11
+	JGT      tail
+	VMOVDQU  (SI)(DI*1), Y1
+	UTF8MEM(-1, -2, -3, Y1, Y4, Y3, Y5)
+	SPECIALS(Y1, Y2, Y3)
+	VPOR     Y2, Y4, Y3
+	VPTEST   Y3, Y3
+	JNZ      u8trouble1
+	ADDQ     $32, DI
+	VPTEST   bit80<>(SB), Y1
+	JNZ      u8loop
+	VMOVDQU  Y1, Y0
+	XORL     R10, R10
+	JMP      loop
+
+u8trouble1:
+	VMOVDQU   Y1, Y0
 	VPMOVMSKB Y1, R10
-	JMP       masks
+
+u8trouble:
+	// R10: the block's bytes above 0x7F. When its UTF-8 is clean (no
+	// surrogate either) and escapes are read, only specials: escfast may
+	// read the block at once, with nothing malformed (CX) and no
+	// surrogate (R12) for trouble if it cannot. R8 is zero here.
+	VPTEST    Y4, Y4
+	JNZ       masks
+	BTQ       $8, R9
+	JCC       masks
+	VPXOR     Y6, Y6, Y6
+	VPCMPEQB  Y6, Y2, Y3
+	VPMOVMSKB Y3, DX
+	NOTL      DX // specials
+	XORL      CX, CX
+	XORL      R12, R12
+	JMP       escfast
 
 next:
 	XORL R8, R8
