@@ -12,8 +12,8 @@
 //   - Its metrics: one table of families (Families), which yields the
 //     series names the guest defines (MetricNames), the help texts
 //     (MetricHelp) and Envoy's stats_tags (EnvoyStatsTags). Adding a
-//     metric is a row in the table and the place in filter/ that counts
-//     it.
+//     metric is a row in the table, the place in filter/ that counts it
+//     and go generate, which writes the stats_tags (internal/statstags).
 //   - The properties it reads (the sender's identity) and sets (what
 //     became of the hint), under their proxy-wasm paths.
 //   - Its local replies, its memory needs at a body limit (MemoryAt) and

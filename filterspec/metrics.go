@@ -70,8 +70,8 @@ const (
 // RejectStatuses are the status label values of Rejected.
 var RejectStatuses = [...]int{400, 413, 415}
 
-// families is the table every host reads: adding a metric means a row
-// here and the place in filter/ that counts it.
+// families is the table every host reads: adding a metric means a row here,
+// the place in filter/ that counts it, and go generate (internal/statstags).
 var families = [numFamilies]Family{
 	Ignored: {MetricIgnored,
 		"Requests whose kv_hints member was removed instead of forwarded, by reason: " +

@@ -141,18 +141,6 @@ equal to filterspec).
 {{- end -}}
 
 {{/*
-The Envoy stats_tags regex for one label of one filter counter family: the
-rule of metricname.Regex (the chart test keeps them equal).
-*/}}
-{{- define "kvgate.statsTagRegex" -}}
-{{- if eq .label "field" -}}
-{{- printf "^wasmcustom\\.%s(?:\\.[a-zA-Z_][a-zA-Z0-9_]*\\.[a-zA-Z0-9_]+)*?(\\.%s\\.([a-zA-Z0-9_.-]+))$" .family .label -}}
-{{- else -}}
-{{- printf "^wasmcustom\\.%s(?:\\.[a-zA-Z_][a-zA-Z0-9_]*\\.[a-zA-Z0-9_]+)*?(\\.%s\\.([a-zA-Z0-9_]+))" .family .label -}}
-{{- end -}}
-{{- end -}}
-
-{{/*
 Values the schema cannot judge alone and kvgate-sidecar refuses at start-up
 (its -check-config says the same; the chart test runs one list of values
 through both): the API and admin ports must differ (and, in sidecar mode,
