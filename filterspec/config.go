@@ -63,22 +63,63 @@ type Config struct {
 	RouterOnly *RouterOnly
 }
 
-// members are the configuration's members, in the order of Members' bits.
-var members = [...]string{"trust_kv_hints", "max_depth", "max_body_bytes", "exclude_paths", "trusted_senders", "grpc", "mode", "router_only"}
+// member is one of the configuration's members: its index in members,
+// which is also its bit in Members.
+type member uint8
+
+// The configuration's members, in the order of members.
+const (
+	memberTrustKVHints member = iota
+	memberMaxDepth
+	memberMaxBodyBytes
+	memberExcludePaths
+	memberGRPC
+	memberTrustedSenders
+	memberMode
+	memberRouterOnly
+	numMembers
+)
+
+// members is the one table of the configuration's members: their names,
+// indexed by member. The parser looks names up here (lookupMember), Members
+// keeps member m in bit m, and the unknown-member error lists them in this
+// order (knownMembers).
+var members = [numMembers]string{
+	memberTrustKVHints:   "trust_kv_hints",
+	memberMaxDepth:       "max_depth",
+	memberMaxBodyBytes:   "max_body_bytes",
+	memberExcludePaths:   "exclude_paths",
+	memberGRPC:           "grpc",
+	memberTrustedSenders: "trusted_senders",
+	memberMode:           "mode",
+	memberRouterOnly:     "router_only",
+}
+
+// knownMembers is the list the unknown-member error gives.
+var knownMembers = strings.Join(members[:], ", ")
+
+// lookupMember returns the member named name; ok is false for a name that
+// is not one.
+func lookupMember(name string) (m member, ok bool) {
+	for i, n := range members {
+		if n == name {
+			return member(i), true
+		}
+	}
+	return 0, false
+}
 
 // Members says which members a configuration document wrote out, default
 // values included (ParseConfigMembers).
 type Members uint8
 
-// Has reports whether the document wrote member out.
-func (m Members) Has(member string) bool {
-	for i, name := range members {
-		if name == member {
-			return m&(1<<i) != 0
-		}
-	}
-	return false
+// Has reports whether the document wrote out the member called name.
+func (m Members) Has(name string) bool {
+	i, ok := lookupMember(name)
+	return ok && m.has(i)
 }
+
+func (m Members) has(i member) bool { return m&(1<<i) != 0 }
 
 // Mode is the "mode" member of the configuration.
 type Mode uint8
@@ -260,35 +301,32 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 				return cfg, given, r.err("expected ':' after member name")
 			}
 			r.ws()
-			var field int
-			switch name {
-			case "trust_kv_hints":
-				field = 0
+			field, ok := lookupMember(name)
+			if !ok {
+				return cfg, given, &ConfigError{at, "unknown member " + strconv.Quote(name) + "; known: " + knownMembers}
+			}
+			switch field {
+			case memberTrustKVHints:
 				if cfg.TrustKVHints, err = r.boolean(); err != nil {
 					return cfg, given, memberError(name, err)
 				}
-			case "max_depth":
-				field = 1
+			case memberMaxDepth:
 				if cfg.MaxDepth, err = r.integer(1, MaxMaxDepth); err != nil {
 					return cfg, given, memberError(name, err)
 				}
-			case "max_body_bytes":
-				field = 2
+			case memberMaxBodyBytes:
 				if cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes); err != nil {
 					return cfg, given, memberError(name, err)
 				}
-			case "exclude_paths":
-				field = 3
+			case memberExcludePaths:
 				if cfg.ExcludePaths, err = r.paths(); err != nil {
 					return cfg, given, memberError(name, err)
 				}
-			case "trusted_senders":
-				field = 4
+			case memberTrustedSenders:
 				if cfg.TrustedSenders, err = r.senders(); err != nil {
 					return cfg, given, err
 				}
-			case "grpc":
-				field = 5
+			case memberGRPC:
 				vat := r.i
 				mode, err := r.str()
 				if err != nil {
@@ -302,8 +340,7 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 				default:
 					return cfg, given, &ConfigError{vat, "grpc: expected \"pass\" or \"refuse\""}
 				}
-			case "mode":
-				field = 6
+			case memberMode:
 				vat := r.i
 				mode, err := r.str()
 				if err != nil {
@@ -317,16 +354,12 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 				default:
 					return cfg, given, &ConfigError{vat, "mode: expected \"enforce\" or \"detect\""}
 				}
-			case "router_only":
-				field = 7
+			case memberRouterOnly:
 				if cfg.RouterOnly, err = r.routerOnly(); err != nil {
 					return cfg, given, err
 				}
-			default:
-				return cfg, given, &ConfigError{at, "unknown member " + strconv.Quote(name) +
-					"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders, mode, router_only"}
 			}
-			if given&(1<<field) != 0 {
+			if given.has(field) {
 				return cfg, given, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
 			}
 			given |= 1 << field
@@ -343,7 +376,7 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 	if r.i != len(doc) {
 		return cfg, given, r.err("data after the configuration object")
 	}
-	if cfg.TrustKVHints && given.Has("trusted_senders") {
+	if cfg.TrustKVHints && given.has(memberTrustedSenders) {
 		return cfg, given, &ConfigError{0, "trust_kv_hints: true trusts every sender, so trusted_senders would have no effect: set one or the other"}
 	}
 	return cfg, given, nil

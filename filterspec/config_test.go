@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -248,6 +249,40 @@ func TestConfigJSON(t *testing.T) {
 			t.Fatalf("%s: %v", doc, err)
 		}
 		checkJSONRoundTrip(t, cfg)
+	}
+}
+
+// Every member of the table is one the parser reads, and the
+// unknown-member error lists the table, in its order.
+func TestMemberTable(t *testing.T) {
+	values := map[string]string{
+		"trust_kv_hints": "false", "max_depth": "1", "max_body_bytes": "1", "exclude_paths": "[]",
+		"grpc": `"pass"`, "trusted_senders": "[]", "mode": `"enforce"`, "router_only": "{}",
+	}
+	if len(values) != len(members) {
+		t.Fatalf("the test has values for %d members, the table has %d", len(values), len(members))
+	}
+	var doc []string
+	for _, m := range members {
+		v, ok := values[m]
+		if !ok {
+			t.Fatalf("no test value for member %q", m)
+		}
+		doc = append(doc, strconv.Quote(m)+":"+v)
+	}
+	_, given, err := ParseConfigMembers([]byte("{" + strings.Join(doc, ",") + "}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if !given.Has(m) {
+			t.Errorf("Has(%q) = false for a document with every member", m)
+		}
+	}
+	_, err = ParseConfig([]byte(`{"trust":true}`))
+	const want = `unknown member "trust"; known: trust_kv_hints, max_depth, max_body_bytes, exclude_paths, grpc, trusted_senders, mode, router_only`
+	if ce, ok := err.(*ConfigError); !ok || ce.Msg != want {
+		t.Errorf("ParseConfig(trust) = %v, want %s", err, want)
 	}
 }
 
