@@ -823,4 +823,3 @@ func parseLength(v []byte) (int64, bool) {
 	}
 	return n, true
 }
-

@@ -37,4 +37,3 @@ func TestCheckContentEncoding(t *testing.T) {
 		}
 	}
 }
-

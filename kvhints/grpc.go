@@ -409,7 +409,6 @@ func (v *jsonPrefix) complete() bool {
 	return false
 }
 
-
 // EqualFold reports whether the ASCII text v (a header name, a media type)
 // equals lower, which is in lower case, ignoring case: how HTTP compares
 // the names and tokens the filter looks for.
