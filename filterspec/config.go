@@ -308,19 +308,19 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 			switch field {
 			case memberTrustKVHints:
 				if cfg.TrustKVHints, err = r.boolean(); err != nil {
-					return cfg, given, memberError(name, err)
+					return cfg, given, withPath(name, err)
 				}
 			case memberMaxDepth:
 				if cfg.MaxDepth, err = r.integer(1, MaxMaxDepth); err != nil {
-					return cfg, given, memberError(name, err)
+					return cfg, given, withPath(name, err)
 				}
 			case memberMaxBodyBytes:
 				if cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes); err != nil {
-					return cfg, given, memberError(name, err)
+					return cfg, given, withPath(name, err)
 				}
 			case memberExcludePaths:
-				if cfg.ExcludePaths, err = r.paths(); err != nil {
-					return cfg, given, memberError(name, err)
+				if cfg.ExcludePaths, err = r.strings(maxExcludePaths, keepExcludePath); err != nil {
+					return cfg, given, withPath(name, err)
 				}
 			case memberTrustedSenders:
 				if cfg.TrustedSenders, err = r.senders(); err != nil {
@@ -380,15 +380,6 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 		return cfg, given, &ConfigError{0, "trust_kv_hints: true trusts every sender, so trusted_senders would have no effect: set one or the other"}
 	}
 	return cfg, given, nil
-}
-
-// memberError names the member whose value err is about, so that the
-// message says which setting is wrong as well as where.
-func memberError(name string, err error) error {
-	if ce, ok := err.(*ConfigError); ok {
-		return &ConfigError{ce.Offset, name + ": " + ce.Msg}
-	}
-	return err
 }
 
 // senders reads the trusted_senders list: a JSON array of rule objects,
@@ -507,7 +498,8 @@ func (r *cfgReader) rule(n int) (SenderRule, error) {
 // pathErr is an error at the cursor about the rule or member at path.
 func (r *cfgReader) pathErr(path, msg string) error { return &ConfigError{r.i, path + ": " + msg} }
 
-// withPath names the rule or member a reading error is about.
+// withPath names the member or rule a reading error is about, so that the
+// message says which setting is wrong as well as where.
 func withPath(path string, err error) error {
 	if ce, ok := err.(*ConfigError); ok {
 		return &ConfigError{ce.Offset, path + ": " + ce.Msg}
@@ -698,10 +690,12 @@ func (r *cfgReader) hex4() (rune, bool) {
 	return v, true
 }
 
-// paths reads the exclude_paths array.
-func (r *cfgReader) paths() ([]string, error) {
+// strings reads a JSON array of at most max strings. keep turns each entry
+// into the string kept, given those kept before it, or says why the entry
+// is refused. Errors name the entry; the caller names the member.
+func (r *cfgReader) strings(max int, keep func(s string, kept []string) (string, string)) ([]string, error) {
 	if !r.eat('[') {
-		return nil, r.err("expected an array of paths")
+		return nil, r.err("expected an array of strings")
 	}
 	out := []string{}
 	r.ws()
@@ -711,26 +705,30 @@ func (r *cfgReader) paths() ([]string, error) {
 	for {
 		r.ws()
 		at := r.i
-		p, err := r.str()
+		s, err := r.str()
 		if err != nil {
 			return nil, err
 		}
-		if msg := checkExcludePath(p); msg != "" {
-			return nil, &ConfigError{at, "exclude_paths entry " + strconv.Quote(p) + ": " + msg}
+		s, msg := keep(s, out)
+		if msg != "" {
+			return nil, &ConfigError{at, strconv.Quote(s) + ": " + msg}
 		}
-		if len(out) == maxExcludePaths {
-			return nil, &ConfigError{at, "more than " + strconv.Itoa(maxExcludePaths) + " exclude_paths entries"}
+		if len(out) == max {
+			return nil, &ConfigError{at, "more than " + strconv.Itoa(max) + " entries"}
 		}
-		out = append(out, p)
+		out = append(out, s)
 		r.ws()
 		if r.eat(']') {
 			return out, nil
 		}
 		if !r.eat(',') {
-			return nil, r.err("expected ',' or ']' in exclude_paths")
+			return nil, r.err("expected ',' or ']'")
 		}
 	}
 }
+
+// keepExcludePath keeps a valid exclude_paths entry as written.
+func keepExcludePath(p string, _ []string) (string, string) { return p, checkExcludePath(p) }
 
 // checkExcludePath says what is wrong with an exclude_paths entry, or "".
 func checkExcludePath(p string) string {

@@ -1,6 +1,7 @@
 package filterspec
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -291,13 +292,13 @@ func (r *cfgReader) routerOnly() (*RouterOnly, error) {
 			switch name {
 			case "engines":
 				field = 0
-				ro.Engines, err = r.strings("router_only.engines", false)
+				ro.Engines, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(false))
 			case "members":
 				field = 1
-				ro.Members, err = r.strings("router_only.members", false)
+				ro.Members, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(false))
 			case "headers":
 				field = 2
-				ro.Headers, err = r.strings("router_only.headers", true)
+				ro.Headers, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(true))
 			case "untrusted":
 				field = 3
 				vat := r.i
@@ -309,14 +310,14 @@ func (r *cfgReader) routerOnly() (*RouterOnly, error) {
 					case "refuse":
 						ro.Refuse = true
 					default:
-						err = &ConfigError{vat, "router_only.untrusted: expected \"strip\" or \"refuse\""}
+						err = &ConfigError{vat, "expected \"strip\" or \"refuse\""}
 					}
 				}
 			default:
 				return nil, &ConfigError{at, "router_only: unknown member " + strconv.QuoteToASCII(name) + "; known: engines, members, headers, untrusted"}
 			}
 			if err != nil {
-				return nil, err
+				return nil, withPath("router_only."+name, err)
 			}
 			if seen[field] {
 				return nil, &ConfigError{at, "router_only: duplicate member " + strconv.Quote(name)}
@@ -337,42 +338,16 @@ func (r *cfgReader) routerOnly() (*RouterOnly, error) {
 	return ro, nil
 }
 
-// strings reads an array of distinct strings for the member at path,
-// lower-cased when lower is set.
-func (r *cfgReader) strings(path string, lower bool) ([]string, error) {
-	if !r.eat('[') {
-		return nil, r.pathErr(path, "expected an array of strings")
-	}
-	out := []string{}
-	r.ws()
-	if r.eat(']') {
-		return out, nil
-	}
-	for {
-		r.ws()
-		at := r.i
-		s, err := r.str()
-		if err != nil {
-			return nil, withPath(path, err)
-		}
+// distinct keeps an entry that is not among those kept, lower-cased when
+// lower is set.
+func distinct(lower bool) func(string, []string) (string, string) {
+	return func(s string, kept []string) (string, string) {
 		if lower {
 			s = strings.ToLower(s)
 		}
-		for _, have := range out {
-			if have == s {
-				return nil, &ConfigError{at, path + ": " + strconv.Quote(s) + " is listed twice"}
-			}
+		if slices.Contains(kept, s) {
+			return s, "listed twice"
 		}
-		if len(out) == kvhints.MaxRouterOnlyPaths {
-			return nil, &ConfigError{at, path + ": more than " + strconv.Itoa(kvhints.MaxRouterOnlyPaths) + " entries"}
-		}
-		out = append(out, s)
-		r.ws()
-		if r.eat(']') {
-			return out, nil
-		}
-		if !r.eat(',') {
-			return nil, r.pathErr(path, "expected ',' or ']'")
-		}
+		return s, ""
 	}
 }

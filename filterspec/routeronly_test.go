@@ -81,7 +81,7 @@ func TestRouterOnlyConfigErrors(t *testing.T) {
 		{`{"router_only":{"engines":["vllm","tgi"]}}`, `unknown engine "tgi"; known: vllm, sglang, trtllm, dynamo, llm-d`},
 		{`{"router_only":{"members":["a-b"]}}`, `router_only.members: router-only member path "a-b"`},
 		{`{"router_only":{"members":["kv_hints"]}}`, "rules of its own"},
-		{`{"router_only":{"members":["a","a"]}}`, `"a" is listed twice`},
+		{`{"router_only":{"members":["a","a"]}}`, `router_only.members: "a": listed twice`},
 		{`{"router_only":{"headers":["Content-Length"]}}`, "framing"},
 		{`{"router_only":{"headers":[":path"]}}`, "only ASCII letters"},
 		{`{"router_only":{"headers":["x-a","X-A"]}}`, "listed twice"},
