@@ -1,10 +1,11 @@
-package envoy
+package envoy_test
 
 import (
 	"regexp"
 	"testing"
 
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // The committed bootstrap's access log prints what the filter reports
@@ -12,12 +13,12 @@ import (
 // the request, no header but the request id and no query string
 // (docs/spec.md, Logs). tests/e2e runs it and reads the lines.
 func TestAccessLogFormat(t *testing.T) {
-	f, err := Dig(committed(t), "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0,
+	f, err := envoyconfig.Dig(committed(t), "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0,
 		"typed_config", "access_log", 0, "typed_config", "log_format", "json_format")
 	if err != nil {
 		t.Fatal(err)
 	}
-	format := f.(Doc)
+	format := f.(envoyconfig.Doc)
 	for key, prop := range map[string]string{"hint": filterspec.PropertyHint, "hint_reason": filterspec.PropertyHintReason,
 		"sender_trusted": filterspec.PropertySenderTrusted, "sender_rule": filterspec.PropertySenderRule, "router_only": filterspec.PropertyRouterOnly} {
 		if want := "%FILTER_STATE(wasm." + prop + ":PLAIN)%"; format[key] != want {

@@ -1,4 +1,4 @@
-package envoy
+package envoy_test
 
 import (
 	"bytes"
@@ -10,13 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/tests/pki"
 )
 
 // testTLSFiles writes a CA and a server certificate for 127.0.0.1 to dir.
-func testTLSFiles(t *testing.T, dir string) *TLSFiles {
+func testTLSFiles(t *testing.T, dir string) *envoyconfig.TLSFiles {
 	t.Helper()
 	ca, err := pki.NewCA("kvgate test CA")
 	if err != nil {
@@ -26,50 +28,24 @@ func testTLSFiles(t *testing.T, dir string) *TLSFiles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &TLSFiles{Cert: f.Cert, Key: f.Key, ClientCA: f.ClientCA}
+	return &envoyconfig.TLSFiles{Cert: f.Cert, Key: f.Key, ClientCA: f.ClientCA}
 }
 
-// wantStatsTags are the stats_tags every Envoy configuration of kvgate
-// carries: one per labelled family of the guest's metric table.
-func wantStatsTags() []any {
-	var tags []any
-	for _, st := range filterspec.EnvoyStatsTags() {
-		tags = append(tags, Doc{"tag_name": st.TagName, "regex": st.Regex})
-	}
-	return tags
-}
-
-func committed(t *testing.T) Doc {
+func committed(t *testing.T) envoyconfig.Doc {
 	t.Helper()
-	d, err := Parse(Bootstrap)
+	d, err := envoyconfig.Parse(envoy.Bootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
-// The stats_tags regexes in envoy.yaml and in the Istio bootstrap fragment
-// are exactly metricname.Regex of the guest's labelled families.
-func TestStatsTagsFollowMetricname(t *testing.T) {
-	got, err := Dig(committed(t), "stats_config", "stats_tags")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, wantStatsTags()) {
-		t.Errorf("envoy.yaml stats_tags = %v\nwant %v (metricname.Regex)", got, wantStatsTags())
-	}
-	frag := istioBootstrapFragment(t)
-	if got, err := Dig(frag, "stats_config", "stats_tags"); err != nil || !reflect.DeepEqual(got, wantStatsTags()) {
-		t.Errorf("istio/stats.yaml stats_tags = %v (%v)\nwant %v (metricname.Regex)", got, err, wantStatsTags())
-	}
-}
-
 // checkWasmConfig checks an Envoy wasm PluginConfig as kvgate needs it and
 // returns its plugin configuration.
-func checkWasmConfig(t *testing.T, where string, c Doc) filterspec.Config {
+func checkWasmConfig(t *testing.T, where string, c envoyconfig.Doc) filterspec.Config {
 	t.Helper()
 	str := func(path ...any) string {
-		v, err := Dig(c, path...)
+		v, err := envoyconfig.Dig(c, path...)
 		if err != nil {
 			t.Errorf("%s: %v", where, err)
 			return ""
@@ -104,7 +80,7 @@ func checkWasmConfig(t *testing.T, where string, c Doc) filterspec.Config {
 // sidecar's default, the admin listener on loopback.
 func TestCommittedBootstrap(t *testing.T) {
 	d := committed(t)
-	wc, err := WasmConfig(d)
+	wc, err := envoyconfig.WasmConfig(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,74 +92,51 @@ func TestCommittedBootstrap(t *testing.T) {
 		t.Error("the committed bootstrap must not trust hints")
 	}
 	checkHCM(t, "envoy.yaml", d)
-	limit, err := Dig(d, "static_resources", "listeners", 0, "per_connection_buffer_limit_bytes")
-	if err != nil || limit != float64(cfg.MaxBodyBytes+BufferHeadroom) {
-		t.Errorf("listener per_connection_buffer_limit_bytes = %v (%v), want max_body_bytes %d + %d", limit, err, cfg.MaxBodyBytes, BufferHeadroom)
+	limit, err := envoyconfig.Dig(d, "static_resources", "listeners", 0, "per_connection_buffer_limit_bytes")
+	if err != nil || limit != float64(cfg.MaxBodyBytes+envoy.BufferHeadroom) {
+		t.Errorf("listener per_connection_buffer_limit_bytes = %v (%v), want max_body_bytes %d + %d", limit, err, cfg.MaxBodyBytes, envoy.BufferHeadroom)
 	}
-	hf, err := Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
+	hf, err := envoyconfig.Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []any
 	for _, f := range hf.([]any) {
-		names = append(names, f.(Doc)["name"])
+		names = append(names, f.(envoyconfig.Doc)["name"])
 	}
-	if want := []any{WasmFilterName, StatusCheckFilterName, "envoy.filters.http.router"}; !reflect.DeepEqual(names, want) {
+	if want := []any{envoy.WasmFilterName, envoy.StatusCheckFilterName, "envoy.filters.http.router"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("http filters %v, want %v", names, want)
 	}
-	file, err := Dig(wc, "vm_config", "code", "local", "filename")
+	file, err := envoyconfig.Dig(wc, "vm_config", "code", "local", "filename")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join("..", file.(string))); err != nil {
 		t.Errorf("module %v (relative to the repository root): %v", file, err)
 	}
-	if a, err := Dig(d, "admin", "address", "socket_address", "address"); err != nil || a != "127.0.0.1" {
+	if a, err := envoyconfig.Dig(d, "admin", "address", "socket_address", "address"); err != nil || a != "127.0.0.1" {
 		t.Errorf("admin address = %v (%v), want 127.0.0.1", a, err)
-	}
-	// Render keeps everything but what it is asked to change.
-	out, err := Render(Options{AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.wasm",
-		Listeners: []Listener{{Name: "a", Port: 3}, {Name: "b", Port: 4, NoFilter: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Parse(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := Dig(r, "stats_config"); !reflect.DeepEqual(got, d["stats_config"]) {
-		t.Error("Render changed stats_config")
-	}
-	rc, err := WasmConfig(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, _ := Dig(rc, "vm_config", "code", "local", "filename"); f != "/m.wasm" {
-		t.Errorf("rendered module path = %v", f)
-	}
-	if hf, _ := Dig(r, "static_resources", "listeners", 1, "filter_chains", 0, "filters", 0, "typed_config", "http_filters"); len(hf.([]any)) != 2 {
-		t.Errorf("NoFilter listener keeps %d http filters, want the status check and the router", len(hf.([]any)))
 	}
 }
 
 // checkHCM checks that every HTTP connection manager of a bootstrap takes
 // source.address from the connection's peer (never from X-Forwarded-For)
 // and drops a client's x-forwarded-client-cert.
-func checkHCM(t *testing.T, where string, d Doc) {
+func checkHCM(t *testing.T, where string, d envoyconfig.Doc) {
 	t.Helper()
-	ls, err := Dig(d, "static_resources", "listeners")
+	ls, err := envoyconfig.Dig(d, "static_resources", "listeners")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for li, l := range ls.([]any) {
-		for ci, fc := range l.(Doc)["filter_chains"].([]any) {
-			for _, f := range fc.(Doc)["filters"].([]any) {
-				if f.(Doc)["name"] != "envoy.filters.network.http_connection_manager" {
+		for ci, fc := range l.(envoyconfig.Doc)["filter_chains"].([]any) {
+			for _, f := range fc.(envoyconfig.Doc)["filters"].([]any) {
+				if f.(envoyconfig.Doc)["name"] != "envoy.filters.network.http_connection_manager" {
 					continue
 				}
 				n++
-				tc := f.(Doc)["typed_config"].(Doc)
+				tc := f.(envoyconfig.Doc)["typed_config"].(envoyconfig.Doc)
 				at := fmt.Sprintf("%s listener %d chain %d", where, li, ci)
 				if tc["use_remote_address"] != true {
 					t.Errorf("%s: use_remote_address = %v, want true", at, tc["use_remote_address"])
@@ -209,15 +162,16 @@ func checkHCM(t *testing.T, where string, d Doc) {
 
 // envoy-mtls.yaml is envoy.yaml behind TLS that verifies client
 // certificates when presented, with a trusted_senders configuration:
-// nothing else differs, and Render needs the certificate files for it.
+// nothing else differs. (envoyconfig's TestRenderTLS: rendering it needs
+// the certificate files.)
 func TestMTLSBootstrap(t *testing.T) {
 	plain := committed(t)
-	m, err := Parse(MTLSBootstrap)
+	m, err := envoyconfig.Parse(envoy.MTLSBootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkHCM(t, "envoy-mtls.yaml", m)
-	wc, err := WasmConfig(m)
+	wc, err := envoyconfig.WasmConfig(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,85 +184,58 @@ func TestMTLSBootstrap(t *testing.T) {
 			t.Errorf("envoy-mtls.yaml: example rule %+v, want a SPIFFE principal", r)
 		}
 	}
-	ts, err := Dig(m, "static_resources", "listeners", 0, "filter_chains", 0, "transport_socket")
+	ts, err := envoyconfig.Dig(m, "static_resources", "listeners", 0, "filter_chains", 0, "transport_socket")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := ts.(Doc)["typed_config"].(Doc)
+	tc := ts.(envoyconfig.Doc)["typed_config"].(envoyconfig.Doc)
 	if tc["@type"] != "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext" {
 		t.Errorf("transport socket %v", tc["@type"])
 	}
 	if tc["require_client_certificate"] != false {
 		t.Errorf("require_client_certificate = %v, want false: clients without a certificate are served untrusted", tc["require_client_certificate"])
 	}
-	vc, err := Dig(tc, "common_tls_context", "validation_context")
+	vc, err := envoyconfig.Dig(tc, "common_tls_context", "validation_context")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Dig(vc, "trusted_ca", "filename"); err != nil {
+	if _, err := envoyconfig.Dig(vc, "trusted_ca", "filename"); err != nil {
 		t.Errorf("validation_context: %v", err)
 	}
-	if v, ok := vc.(Doc)["trust_chain_verification"]; ok && v != "VERIFY_TRUST_CHAIN" {
+	if v, ok := vc.(envoyconfig.Doc)["trust_chain_verification"]; ok && v != "VERIFY_TRUST_CHAIN" {
 		t.Errorf("trust_chain_verification = %v: connection.mtls would be true for unverified certificates", v)
 	}
 	// Everything else is envoy.yaml.
-	if err := set(wc, []string{"configuration", "value"}, mustConfigValue(t, plain)); err != nil {
-		t.Fatal(err)
+	c, ok := wc["configuration"].(envoyconfig.Doc)
+	if !ok {
+		t.Fatal("envoy-mtls.yaml: the wasm filter has no configuration")
 	}
-	l := m["static_resources"].(Doc)["listeners"].([]any)[0].(Doc)
-	delete(l["filter_chains"].([]any)[0].(Doc), "transport_socket")
-	l["address"] = plain["static_resources"].(Doc)["listeners"].([]any)[0].(Doc)["address"]
+	c["value"] = mustConfigValue(t, plain)
+	l := m["static_resources"].(envoyconfig.Doc)["listeners"].([]any)[0].(envoyconfig.Doc)
+	delete(l["filter_chains"].([]any)[0].(envoyconfig.Doc), "transport_socket")
+	l["address"] = plain["static_resources"].(envoyconfig.Doc)["listeners"].([]any)[0].(envoyconfig.Doc)["address"]
 	if !reflect.DeepEqual(m, plain) {
 		a, _ := json.MarshalIndent(m, "", " ")
 		b, _ := json.MarshalIndent(plain, "", " ")
 		t.Errorf("envoy-mtls.yaml differs from envoy.yaml beyond TLS, address and plugin configuration:\n%s\nvs\n%s", a, b)
 	}
-	// Render needs the certificate files, and only for a TLS listener.
-	opts := Options{Template: MTLSBootstrap, AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.wasm",
-		Listeners: []Listener{{Name: "a", Port: 3}}}
-	if _, err := Render(opts); err == nil {
-		t.Error("rendered the mTLS bootstrap without TLS files")
-	}
-	opts.TLS = &TLSFiles{Cert: "/c.crt", Key: "/c.key", ClientCA: "/ca.crt"}
-	out, err := Render(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := Parse(out)
-	for path, want := range map[string][]any{
-		"/c.crt":  {"common_tls_context", "tls_certificates", 0, "certificate_chain", "filename"},
-		"/c.key":  {"common_tls_context", "tls_certificates", 0, "private_key", "filename"},
-		"/ca.crt": {"common_tls_context", "validation_context", "trusted_ca", "filename"},
-	} {
-		got, err := Dig(r, append([]any{"static_resources", "listeners", 0, "filter_chains", 0, "transport_socket", "typed_config"}, want...)...)
-		if err != nil || got != path {
-			t.Errorf("rendered %v = %v (%v), want %s", want, got, err, path)
-		}
-	}
-	if got, _ := Dig(r, "static_resources", "listeners", 0, "filter_chains", 0, "transport_socket", "typed_config", "require_client_certificate"); got != false {
-		t.Errorf("Render changed require_client_certificate: %v", got)
-	}
-	opts.Template = nil
-	if _, err := Render(opts); err == nil {
-		t.Error("rendered TLS files into the plain bootstrap")
-	}
 }
 
 // bodyLimits returns what follows the body limit in a listener of a parsed
 // bootstrap: its buffer limit and the body of its own 413.
-func bodyLimits(t *testing.T, d Doc, listener int) (buffer any, tooLarge string) {
+func bodyLimits(t *testing.T, d envoyconfig.Doc, listener int) (buffer any, tooLarge string) {
 	t.Helper()
-	l, err := Dig(d, "static_resources", "listeners", listener)
+	l, err := envoyconfig.Dig(d, "static_resources", "listeners", listener)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := TooLargeMapper(l.(Doc))
+	m, err := envoyconfig.TooLargeMapper(l.(envoyconfig.Doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := Dig(m, "body", "inline_string")
+	body, _ := envoyconfig.Dig(m, "body", "inline_string")
 	s, _ := body.(string)
-	return l.(Doc)["per_connection_buffer_limit_bytes"], s
+	return l.(envoyconfig.Doc)["per_connection_buffer_limit_bytes"], s
 }
 
 // The body limit is one value, the plugin configuration's max_body_bytes:
@@ -319,18 +246,18 @@ func TestBodyLimitIsOneValue(t *testing.T) {
 	d := committed(t)
 	limit := checkWasmConfig(t, "envoy.yaml", mustWasmConfig(t, d)).MaxBodyBytes
 	buf, body := bodyLimits(t, d, 0)
-	if buf != float64(BufferLimit(limit)) || body != TooLargeBody(limit) {
-		t.Errorf("envoy.yaml: buffer limit %v and 413 body %s, want %d and %s for max_body_bytes %d", buf, body, BufferLimit(limit), TooLargeBody(limit), limit)
+	if buf != float64(envoyconfig.BufferLimit(limit)) || body != envoyconfig.TooLargeBody(limit) {
+		t.Errorf("envoy.yaml: buffer limit %v and 413 body %s, want %d and %s for max_body_bytes %d", buf, body, envoyconfig.BufferLimit(limit), envoyconfig.TooLargeBody(limit), limit)
 	}
-	if got, _ := Dig(d, "static_resources", "clusters", 0, "per_connection_buffer_limit_bytes"); got != float64(BufferLimit(limit)) {
-		t.Errorf("envoy.yaml: cluster buffer limit %v, want %d", got, BufferLimit(limit))
+	if got, _ := envoyconfig.Dig(d, "static_resources", "clusters", 0, "per_connection_buffer_limit_bytes"); got != float64(envoyconfig.BufferLimit(limit)) {
+		t.Errorf("envoy.yaml: cluster buffer limit %v, want %d", got, envoyconfig.BufferLimit(limit))
 	}
 	if !strings.Contains(body, fmt.Sprintf("limit of %d bytes", limit)) {
 		t.Errorf("envoy.yaml: 413 body %s does not name the limit %d", body, limit)
 	}
 
 	const big = 32 << 20
-	out, err := Render(Options{AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.wasm", Listeners: []Listener{
+	out, err := envoyconfig.Render(envoyconfig.Options{AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.wasm", Listeners: []envoyconfig.Listener{
 		{Name: "big", Port: 3, PluginConfig: fmt.Sprintf(`{"max_body_bytes":%d}`, big)},
 		{Name: "default", Port: 4},
 		{Name: "small", Port: 5, PluginConfig: `{"max_body_bytes":1000}`},
@@ -339,24 +266,24 @@ func TestBodyLimitIsOneValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Parse(out)
+	r, err := envoyconfig.Parse(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []int{big, limit, 1000, limit} {
 		buf, body := bodyLimits(t, r, i)
-		if buf != float64(BufferLimit(want)) || body != TooLargeBody(want) {
-			t.Errorf("listener %d: buffer limit %v and 413 body %s, want %d and %s", i, buf, body, BufferLimit(want), TooLargeBody(want))
+		if buf != float64(envoyconfig.BufferLimit(want)) || body != envoyconfig.TooLargeBody(want) {
+			t.Errorf("listener %d: buffer limit %v and 413 body %s, want %d and %s", i, buf, body, envoyconfig.BufferLimit(want), envoyconfig.TooLargeBody(want))
 		}
 	}
-	if got, _ := Dig(r, "static_resources", "clusters", 0, "per_connection_buffer_limit_bytes"); got != float64(BufferLimit(big)) {
-		t.Errorf("rendered cluster buffer limit %v, want %d (the largest listener's)", got, BufferLimit(big))
+	if got, _ := envoyconfig.Dig(r, "static_resources", "clusters", 0, "per_connection_buffer_limit_bytes"); got != float64(envoyconfig.BufferLimit(big)) {
+		t.Errorf("rendered cluster buffer limit %v, want %d (the largest listener's)", got, envoyconfig.BufferLimit(big))
 	}
 }
 
-func mustWasmConfig(t *testing.T, d Doc) Doc {
+func mustWasmConfig(t *testing.T, d envoyconfig.Doc) envoyconfig.Doc {
 	t.Helper()
-	wc, err := WasmConfig(d)
+	wc, err := envoyconfig.WasmConfig(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +330,7 @@ func TestValidate(t *testing.T) {
 			if err := os.MkdirAll(ecds, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(ecds, "kvgate-filter.yaml"), FilterResource, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(ecds, "kvgate-filter.yaml"), envoy.FilterResource, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			b, _ := os.ReadFile(f)
@@ -421,8 +348,8 @@ func TestValidate(t *testing.T) {
 		}
 		jobs = append(jobs, job{name: f, config: abs})
 	}
-	rendered, err := Render(Options{AdminPort: 19901, Upstream: "127.0.0.1:18000", ModulePath: module,
-		Listeners: []Listener{
+	rendered, err := envoyconfig.Render(envoyconfig.Options{AdminPort: 19901, Upstream: "127.0.0.1:18000", ModulePath: module,
+		Listeners: []envoyconfig.Listener{
 			{Name: "untrusted", Port: 18001},
 			{Name: "trusted", Port: 18002, PluginConfig: `{"trust_kv_hints":true,"max_depth":4,"max_body_bytes":1024,"exclude_paths":["/health"]}`},
 			{Name: "plain", Port: 18003, NoFilter: true},
@@ -431,8 +358,8 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs = append(jobs, job{name: "rendered", config: write("rendered.json", rendered)})
-	renderedMTLS, err := Render(Options{Template: MTLSBootstrap, TLS: tlsFiles, AdminPort: 19903, Upstream: "127.0.0.1:18000", ModulePath: module,
-		Listeners: []Listener{{Name: "senders", Port: 18005}}})
+	renderedMTLS, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.MTLSBootstrap, TLS: tlsFiles, AdminPort: 19903, Upstream: "127.0.0.1:18000", ModulePath: module,
+		Listeners: []envoyconfig.Listener{{Name: "senders", Port: 18005}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,8 +369,8 @@ func TestValidate(t *testing.T) {
 	// without stats tags, as Istio merges it into its own.
 	base := committed(t)
 	delete(base, "stats_config")
-	wc, _ := WasmConfig(base)
-	wc["vm_config"].(Doc)["code"] = Doc{"local": Doc{"filename": module}}
+	wc, _ := envoyconfig.WasmConfig(base)
+	wc["vm_config"].(envoyconfig.Doc)["code"] = envoyconfig.Doc{"local": envoyconfig.Doc{"filename": module}}
 	b, _ := json.Marshal(base)
 	frag, _ := json.Marshal(istioBootstrapFragment(t))
 	jobs = append(jobs, job{name: "istio/stats.yaml overlay", config: write("nostats.json", b), extra: []string{"--config-yaml", string(frag)}})
@@ -454,7 +381,7 @@ func TestValidate(t *testing.T) {
 	for _, j := range jobs {
 		t.Run(strings.ReplaceAll(j.name, "/", "_"), func(t *testing.T) {
 			t.Parallel()
-			if err := Validate(bin, root, j.config, j.extra...); err != nil {
+			if err := envoyconfig.Validate(bin, root, j.config, j.extra...); err != nil {
 				t.Error(err)
 			}
 		})
@@ -463,12 +390,12 @@ func TestValidate(t *testing.T) {
 	// configuration is checked at start-up, not at request time.
 	t.Run("unknown_member_fails", func(t *testing.T) {
 		t.Parallel()
-		bad, err := Render(Options{AdminPort: 19902, Upstream: "127.0.0.1:18000", ModulePath: module,
-			Listeners: []Listener{{Name: "bad", Port: 18004, PluginConfig: `{"trust_kv_hint":true}`}}})
+		bad, err := envoyconfig.Render(envoyconfig.Options{AdminPort: 19902, Upstream: "127.0.0.1:18000", ModulePath: module,
+			Listeners: []envoyconfig.Listener{{Name: "bad", Port: 18004, PluginConfig: `{"trust_kv_hint":true}`}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := Validate(bin, root, write("bad.json", bad)); err == nil {
+		if err := envoyconfig.Validate(bin, root, write("bad.json", bad)); err == nil {
 			t.Error("a plugin configuration with an unknown member validated")
 		} else if !strings.Contains(err.Error(), "unknown member") {
 			t.Errorf("validation failed without the filter's reason: %v", err)

@@ -1,4 +1,4 @@
-package envoy
+package envoy_test
 
 import (
 	"bytes"
@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // envoy-native.yaml is envoy.yaml with the native module filter in place
@@ -18,56 +20,58 @@ import (
 // manager, access log and local replies (less the wasm failure mapper),
 // plus the runtime flag that keeps the counters' names.
 func TestNativeBootstrap(t *testing.T) {
-	n, err := Parse(NativeBootstrap)
+	n, err := envoyconfig.Parse(envoy.NativeBootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := NativeConfig(n)
+	nc, err := envoyconfig.NativeConfig(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := Dig(nc, "dynamic_module_config", "do_not_close"); v != true {
+	if v, _ := envoyconfig.Dig(nc, "dynamic_module_config", "do_not_close"); v != true {
 		t.Errorf("dynamic_module_config.do_not_close = %v, want true: a Go runtime must never be unloaded", v)
 	}
-	if v, _ := Dig(nc, "dynamic_module_config", "module", "local", "filename"); v != "bin/libkvgate.so" {
+	if v, _ := envoyconfig.Dig(nc, "dynamic_module_config", "module", "local", "filename"); v != "bin/libkvgate.so" {
 		t.Errorf("module file %v, want bin/libkvgate.so", v)
 	}
-	if rt, _ := Dig(n, "layered_runtime", "layers", 0, "static_layer", "envoy.reloadable_features.dynamic_modules_strip_custom_stat_prefix"); rt != true {
+	if rt, _ := envoyconfig.Dig(n, "layered_runtime", "layers", 0, "static_layer", "envoy.reloadable_features.dynamic_modules_strip_custom_stat_prefix"); rt != true {
 		t.Errorf("the runtime flag that keeps the counters' names is %v", rt)
 	}
-	w := committed(t)
-	wc := mustWasmConfig(t, w)
-	if a, b := stringAt(nc, "filter_config", "value"), stringAt(wc, "configuration", "value"); a != b {
+	a, err := envoyconfig.PluginConfigOf(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := mustConfigValue(t, committed(t)); a != b {
 		t.Errorf("plugin configuration %s, envoy.yaml's %s", a, b)
 	}
 	// Everything else is envoy.yaml: render both natively and compare.
 	render := func(tmpl []byte) []byte {
-		b, err := Render(Options{Template: tmpl, AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.so", Native: true,
-			Listeners: []Listener{{Name: "l", Port: 3}}})
+		b, err := envoyconfig.Render(envoyconfig.Options{Template: tmpl, AdminPort: 1, Upstream: "127.0.0.1:2", ModulePath: "/m.so", Native: true,
+			Listeners: []envoyconfig.Listener{{Name: "l", Port: 3}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, _ := Parse(b)
+		d, _ := envoyconfig.Parse(b)
 		delete(d, "stats_config") // the wasm filter's tags; the native filter needs none
 		// The wasm failure mapper has no native counterpart.
-		ms, _ := Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "local_reply_config")
-		m := ms.(Doc)
+		ms, _ := envoyconfig.Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "local_reply_config")
+		m := ms.(envoyconfig.Doc)
 		var kept []any
 		for _, x := range m["mappers"].([]any) {
-			if e, _ := Dig(x, "filter", "extension_filter", "typed_config", "expression"); e == nil || !strings.Contains(e.(string), "wasm_fail_stream") {
+			if e, _ := envoyconfig.Dig(x, "filter", "extension_filter", "typed_config", "expression"); e == nil || !strings.Contains(e.(string), "wasm_fail_stream") {
 				kept = append(kept, x)
 			}
 		}
 		m["mappers"] = kept
-		out, _ := Parse(mustJSON(t, d))
+		out, _ := envoyconfig.Parse(mustJSON(t, d))
 		return mustJSON(t, out)
 	}
-	if a, b := render(NativeBootstrap), render(Bootstrap); !bytes.Equal(a, b) {
+	if a, b := render(envoy.NativeBootstrap), render(envoy.Bootstrap); !bytes.Equal(a, b) {
 		t.Errorf("envoy-native.yaml differs from envoy.yaml beyond the filter:\n%s\nvs\n%s", a, b)
 	}
 }
 
-func mustJSON(t *testing.T, d Doc) []byte {
+func mustJSON(t *testing.T, d envoyconfig.Doc) []byte {
 	t.Helper()
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -102,29 +106,29 @@ func TestNativeValidate(t *testing.T) {
 		}
 		return p
 	}
-	committedFile := write("envoy-native.yaml", bytes.ReplaceAll(NativeBootstrap, []byte("filename: bin/libkvgate.so"), []byte("filename: "+module)))
-	rendered, err := Render(Options{Template: NativeBootstrap, AdminPort: 19911, Upstream: "127.0.0.1:18000", ModulePath: module,
-		Listeners: []Listener{{Name: "untrusted", Port: 18011}, {Name: "trusted", Port: 18012, PluginConfig: `{"trust_kv_hints":true,"max_body_bytes":1024}`},
+	committedFile := write("envoy-native.yaml", bytes.ReplaceAll(envoy.NativeBootstrap, []byte("filename: bin/libkvgate.so"), []byte("filename: "+module)))
+	rendered, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.NativeBootstrap, AdminPort: 19911, Upstream: "127.0.0.1:18000", ModulePath: module,
+		Listeners: []envoyconfig.Listener{{Name: "untrusted", Port: 18011}, {Name: "trusted", Port: 18012, PluginConfig: `{"trust_kv_hints":true,"max_body_bytes":1024}`},
 			{Name: "plain", Port: 18013, NoFilter: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtls, err := Render(Options{Template: MTLSBootstrap, TLS: testTLSFiles(t, dir), Native: true, AdminPort: 19913, Upstream: "127.0.0.1:18000",
-		ModulePath: module, Listeners: []Listener{{Name: "senders", Port: 18015}}})
+	mtls, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.MTLSBootstrap, TLS: testTLSFiles(t, dir), Native: true, AdminPort: 19913, Upstream: "127.0.0.1:18000",
+		ModulePath: module, Listeners: []envoyconfig.Listener{{Name: "senders", Port: 18015}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]string{"committed": committedFile, "rendered": write("rendered.json", rendered), "mtls": write("mtls.json", mtls)} {
-		if err := Validate(bin, root, f); err != nil {
+		if err := envoyconfig.Validate(bin, root, f); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	bad, err := Render(Options{Template: NativeBootstrap, AdminPort: 19912, Upstream: "127.0.0.1:18000", ModulePath: module,
-		Listeners: []Listener{{Name: "bad", Port: 18014, PluginConfig: `{"trust_kv_hint":true}`}}})
+	bad, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.NativeBootstrap, AdminPort: 19912, Upstream: "127.0.0.1:18000", ModulePath: module,
+		Listeners: []envoyconfig.Listener{{Name: "bad", Port: 18014, PluginConfig: `{"trust_kv_hint":true}`}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Validate(bin, root, write("bad.json", bad)); err == nil {
+	if err := envoyconfig.Validate(bin, root, write("bad.json", bad)); err == nil {
 		t.Error("a plugin configuration with an unknown member validated")
 	} else if !strings.Contains(err.Error(), "unknown member") {
 		t.Errorf("validation failed without the filter's reason: %v", err)

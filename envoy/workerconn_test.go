@@ -1,9 +1,11 @@
-package envoy
+package envoy_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/envoy"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/internal/httperr"
 )
 
@@ -13,8 +15,8 @@ import (
 // delayed close, and the 502 answers with the JSON bodies the sidecar
 // writes (httperr), by Envoy's response flags.
 func TestWorkerConnection(t *testing.T) {
-	for name, b := range map[string][]byte{"envoy.yaml": Bootstrap, "envoy-mtls.yaml": MTLSBootstrap} {
-		d, err := Parse(b)
+	for name, b := range map[string][]byte{"envoy.yaml": envoy.Bootstrap, "envoy-mtls.yaml": envoy.MTLSBootstrap} {
+		d, err := envoyconfig.Parse(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,24 +31,24 @@ func TestWorkerConnection(t *testing.T) {
 			"num_retries":           {[]any{"static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "route_config", "virtual_hosts", 0, "routes", 0, "route", "retry_policy", "num_retries"}, float64(1)},
 			"delayed_close_timeout": {[]any{"static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "delayed_close_timeout"}, "0.1s"},
 		} {
-			got, err := Dig(d, want.at...)
+			got, err := envoyconfig.Dig(d, want.at...)
 			if err != nil || got != want.val {
 				t.Errorf("%s: %s = %v (%v), want %v", name, path, got, err, want.val)
 			}
 		}
-		mappers, err := Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "local_reply_config", "mappers")
+		mappers, err := envoyconfig.Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "local_reply_config", "mappers")
 		if err != nil {
 			t.Fatal(err)
 		}
 		bodies := map[string]bool{}
 		for _, m := range mappers.([]any) {
-			md := m.(Doc)
+			md := m.(envoyconfig.Doc)
 			if md["status_code"] != float64(502) {
 				continue
 			}
-			body, _ := Dig(md, "body", "inline_string")
+			body, _ := envoyconfig.Dig(md, "body", "inline_string")
 			bodies[body.(string)] = true
-			if ct, _ := Dig(md, "body_format_override", "content_type"); ct != "application/json" {
+			if ct, _ := envoyconfig.Dig(md, "body_format_override", "content_type"); ct != "application/json" {
 				t.Errorf("%s: 502 mapper %v: content type %v", name, body, ct)
 			}
 		}
@@ -56,7 +58,7 @@ func TestWorkerConnection(t *testing.T) {
 				t.Errorf("%s: no 502 mapper answers %s", name, want)
 			}
 			if msg == httperr.MsgWorkerInvalid {
-				src, _ := Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters", 1, "typed_config", "default_source_code", "inline_string")
+				src, _ := envoyconfig.Dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters", 1, "typed_config", "default_source_code", "inline_string")
 				if s, _ := src.(string); !strings.Contains(s, want) || !bodies[want] {
 					t.Errorf("%s: the status check and the UPE mapper must answer %s", name, want)
 				}

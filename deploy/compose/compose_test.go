@@ -23,6 +23,7 @@ import (
 	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite envoy.yaml from envoy/envoy.yaml")
@@ -261,7 +262,7 @@ func TestEnvoyBootstrap(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "envoy.yaml"), local, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := envoy.Validate(bin, dir, "envoy.yaml"); err != nil {
+	if err := envoyconfig.Validate(bin, dir, "envoy.yaml"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // logLinesByRemote returns the JSON access lines of a log by remote (the
@@ -70,7 +70,7 @@ func TestEveryRequestAccounted(t *testing.T) {
 	var hosts = map[string][]host{}
 	for up, addr := range map[string]string{"uvicorn": uv.Addr, "failing": fw.Addr} {
 		port := envoytest.FreePort(t)
-		e := startEnvoy(t, addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+		e := startEnvoy(t, addr, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 		sc := startSidecar(t, bin, addr, `{}`, t.TempDir(), "-log-flush", "0")
 		hosts[up] = []host{
 			{"envoy", fmt.Sprintf("127.0.0.1:%d", port), e.Log, nil},

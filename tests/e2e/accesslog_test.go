@@ -10,8 +10,8 @@ import (
 
 	"github.com/kvgate/kvgate/internal/syncbuf"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // accessLines returns the JSON access log lines in log that have a path,
@@ -82,9 +82,9 @@ func TestAccessLogBothHosts(t *testing.T) {
 	}
 
 	// Envoy: one listener per mode.
-	var listeners []envoy.Listener
+	var listeners []envoyconfig.Listener
 	for i, m := range modes {
-		listeners = append(listeners, envoy.Listener{Name: fmt.Sprintf("mode%d", i), Port: envoytest.FreePort(t), PluginConfig: m.config})
+		listeners = append(listeners, envoyconfig.Listener{Name: fmt.Sprintf("mode%d", i), Port: envoytest.FreePort(t), PluginConfig: m.config})
 	}
 	e := startEnvoy(t, w.Addr, listeners)
 	bin := sidecarBinary(t)

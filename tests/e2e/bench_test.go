@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // chatBody returns an OpenAI chat body of about n bytes with the reference
@@ -103,7 +103,7 @@ func BenchmarkHosts(t *testing.B) {
 	bin := sidecarBinary(t)
 	w := startWorker(t)
 	pf, pp := envoytest.FreePort(t), envoytest.FreePort(t)
-	startEnvoy(t, w.Addr, []envoy.Listener{{Name: "filter", Port: pf}, {Name: "plain", Port: pp, NoFilter: true}})
+	startEnvoy(t, w.Addr, []envoyconfig.Listener{{Name: "filter", Port: pf}, {Name: "plain", Port: pp, NoFilter: true}})
 	sc := startSidecar(t, bin, w.Addr, `{}`, t.TempDir())
 	targets := []struct{ name, url string }{
 		{"Envoy, no filter", fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", pp)},

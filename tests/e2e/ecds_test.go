@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // TestEnvoyECDSReload runs the ECDS variant of the committed bootstrap
@@ -29,8 +29,8 @@ func TestEnvoyECDSReload(t *testing.T) {
 	w := startWorker(t)
 	bin := envoytest.Binary(t)
 	admin, port := envoytest.FreePort(t), envoytest.FreePort(t)
-	rendered, err := envoy.Render(envoy.Options{AdminPort: admin, Upstream: w.Addr, ModulePath: modulePath,
-		Listeners: []envoy.Listener{{Name: "kvgate", Port: port, PluginConfig: `{"trust_kv_hints":false}`}}})
+	rendered, err := envoyconfig.Render(envoyconfig.Options{AdminPort: admin, Upstream: w.Addr, ModulePath: modulePath,
+		Listeners: []envoyconfig.Listener{{Name: "kvgate", Port: port, PluginConfig: `{"trust_kv_hints":false}`}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestEnvoyECDSReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "kvgate-filter.yaml")
-	cfg, resource, err := envoy.ToECDS(rendered, file, dir)
+	cfg, resource, err := envoyconfig.ToECDS(rendered, file, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestEnvoyECDSReload(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	// Replace the file in one step, as the kubelet swaps a ConfigMap.
-	next, err := envoy.WithPluginConfig(resource, `{"trust_kv_hints":true}`)
+	next, err := envoyconfig.WithPluginConfig(resource, `{"trust_kv_hints":true}`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // bodyOfSize returns a JSON chat body of exactly n bytes carrying a hint.
@@ -26,7 +26,7 @@ func bodyOfSize(n int) []byte {
 func TestEnvoyRunsWasm(t *testing.T) {
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
-	e := startEnvoy(t, w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+	e := startEnvoy(t, w.Addr, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 	checkRunsFilter(t, e, fmt.Sprintf("127.0.0.1:%d", port), w, "")
 }
 

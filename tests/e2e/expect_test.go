@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // expectAnswer is what a client that sent Expect: 100-continue received.
@@ -108,7 +108,7 @@ func TestExpectContinue(t *testing.T) {
 	for _, wk := range []struct{ name, addr string }{{"uvicorn", uv.Addr}, {"never-100", silent.Addr}} {
 		t.Run(wk.name, func(t *testing.T) {
 			port := envoytest.FreePort(t)
-			startEnvoy(t, wk.addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+			startEnvoy(t, wk.addr, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 			sc := startSidecar(t, bin, wk.addr, `{}`, t.TempDir())
 			for host, addr := range map[string]string{"envoy": fmt.Sprintf("127.0.0.1:%d", port), "sidecar": sc.API} {
 				key := "expect/" + wk.name + "/" + host

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // grpcFrame is one gRPC message: flag 0, big-endian length, message.
@@ -96,10 +96,10 @@ func TestEnvoyGRPC(t *testing.T) { testGRPC(t, startEnvoy) }
 
 // testGRPC is TestEnvoyGRPC on the Envoy startHost runs (the wasm
 // filter's, or the native module's: TestNativeGRPC).
-func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoy.Listener) *envoytest.Process) {
+func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoyconfig.Listener) *envoytest.Process) {
 	up := startGRPCUpstream(t)
 	pass, refuse := envoytest.FreePort(t), envoytest.FreePort(t)
-	e := startHost(t, up.addr, []envoy.Listener{
+	e := startHost(t, up.addr, []envoyconfig.Listener{
 		{Name: "grpc_pass", Port: pass, PluginConfig: `{}`},
 		{Name: "grpc_refuse", Port: refuse, PluginConfig: `{"grpc":"refuse"}`},
 	})

@@ -22,8 +22,8 @@ import (
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/syncbuf"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 var (
@@ -203,11 +203,11 @@ func (s *sidecar) metrics() (string, error) {
 
 // startEnvoy renders the committed bootstrap with the given listeners in
 // front of upstream and starts Envoy on it.
-func startEnvoy(t testing.TB, upstream string, listeners []envoy.Listener) *envoytest.Process {
+func startEnvoy(t testing.TB, upstream string, listeners []envoyconfig.Listener) *envoytest.Process {
 	t.Helper()
 	bin := envoytest.Binary(t)
 	admin := envoytest.FreePort(t)
-	cfg, err := envoy.Render(envoy.Options{AdminPort: admin, Upstream: upstream, ModulePath: modulePath, Listeners: listeners})
+	cfg, err := envoyconfig.Render(envoyconfig.Options{AdminPort: admin, Upstream: upstream, ModulePath: modulePath, Listeners: listeners})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // TestKeepAliveRace fires bursts of requests across the moment uvicorn
@@ -28,7 +28,7 @@ func TestKeepAliveRace(t *testing.T) {
 			t.Parallel()
 			w := startUvicorn(t, impl)
 			port := envoytest.FreePort(t)
-			startEnvoy(t, w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+			startEnvoy(t, w.Addr, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 			sc := startSidecar(t, bin, w.Addr, `{}`, t.TempDir())
 			hosts := map[string]string{"envoy": fmt.Sprintf("127.0.0.1:%d", port), "sidecar": sc.API}
 			var wg sync.WaitGroup

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // The body limit is one value in Envoy: a listener rendered with a plugin
@@ -22,14 +22,14 @@ func TestEnvoyLargeBodyLimit(t *testing.T) { testLargeBodyLimit(t, startEnvoy) }
 
 // testLargeBodyLimit is TestEnvoyLargeBodyLimit on the Envoy startHost
 // runs (the wasm filter's, or the native module's: TestNativeLargeBodyLimit).
-func testLargeBodyLimit(t *testing.T, startHost func(testing.TB, string, []envoy.Listener) *envoytest.Process) {
+func testLargeBodyLimit(t *testing.T, startHost func(testing.TB, string, []envoyconfig.Listener) *envoytest.Process) {
 	if testing.Short() {
 		t.Skip("sends 30 and 33 MiB bodies")
 	}
 	const limit = 32 << 20
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
-	e := startHost(t, w.Addr, []envoy.Listener{{Name: "big", Port: port, PluginConfig: fmt.Sprintf(`{"max_body_bytes":%d}`, limit)}})
+	e := startHost(t, w.Addr, []envoyconfig.Listener{{Name: "big", Port: port, PluginConfig: fmt.Sprintf(`{"max_body_bytes":%d}`, limit)}})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	page, err := e.Prometheus()
 	if err != nil {

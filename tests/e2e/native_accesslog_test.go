@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // The native module reports what became of each hint in Envoy's access
@@ -47,15 +47,15 @@ func TestNativeAccessLog(t *testing.T) {
 			{"rule-1", "POST", `{"model":"m","kv_hints":` + good + `}`, nil},
 		}},
 	}
-	var nl, wl []envoy.Listener
+	var nl, wl []envoyconfig.Listener
 	for i, m := range modes {
-		nl = append(nl, envoy.Listener{Name: fmt.Sprintf("mode%d", i), Port: envoytest.FreePort(t), PluginConfig: m.config})
-		wl = append(wl, envoy.Listener{Name: fmt.Sprintf("mode%d", i), Port: envoytest.FreePort(t), PluginConfig: m.config})
+		nl = append(nl, envoyconfig.Listener{Name: fmt.Sprintf("mode%d", i), Port: envoytest.FreePort(t), PluginConfig: m.config})
+		wl = append(wl, envoyconfig.Listener{Name: fmt.Sprintf("mode%d", i), Port: envoytest.FreePort(t), PluginConfig: m.config})
 	}
 	hosts := map[string]*envoytest.Process{"native": startNativeEnvoy(t, w.Addr, nl), "wasm": startEnvoy(t, w.Addr, wl)}
 	for i, m := range modes {
 		for _, r := range m.reqs {
-			for host, ls := range map[string][]envoy.Listener{"native": nl, "wasm": wl} {
+			for host, ls := range map[string][]envoyconfig.Listener{"native": nl, "wasm": wl} {
 				hdr := map[string]string{"content-type": "application/json", CaseHeader: host + "/" + r.name, "authorization": "Bearer " + secret}
 				for k, v := range r.headers {
 					hdr[k] = v

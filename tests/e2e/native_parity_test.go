@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/tests/pki"
 )
 
@@ -38,14 +39,14 @@ func TestNativeTrustedSendersParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := &envoy.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
+	files := &envoyconfig.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
 	w := startWorker(t)
 	const loopbackConfig = `{"trusted_senders":[{"source_cidr":"127.0.0.0/8"}]}`
 
 	startMTLS := func(native bool, module string) (string, string, *envoytest.Process) {
 		admin, p1, p2 := envoytest.FreePort(t), envoytest.FreePort(t), envoytest.FreePort(t)
-		cfg, err := envoy.Render(envoy.Options{Template: envoy.MTLSBootstrap, TLS: files, AdminPort: admin, Upstream: w.Addr,
-			ModulePath: module, Native: native, Listeners: []envoy.Listener{
+		cfg, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.MTLSBootstrap, TLS: files, AdminPort: admin, Upstream: w.Addr,
+			ModulePath: module, Native: native, Listeners: []envoyconfig.Listener{
 				{Name: "senders", Port: p1, PluginConfig: sendersConfig},
 				{Name: "loopback", Port: p2, PluginConfig: loopbackConfig}}})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // The native module: $KVGATE_NATIVE_MODULE (make envoy-module's
@@ -65,16 +66,16 @@ func nativeModuleTagged(t testing.TB, tags string) string {
 
 // startNativeEnvoy renders envoy-native.yaml with the given listeners in
 // front of upstream and starts Envoy on it.
-func startNativeEnvoy(t testing.TB, upstream string, listeners []envoy.Listener) *envoytest.Process {
+func startNativeEnvoy(t testing.TB, upstream string, listeners []envoyconfig.Listener) *envoytest.Process {
 	t.Helper()
 	return startNativeEnvoyWith(t, nativeModule(t), upstream, listeners)
 }
 
-func startNativeEnvoyWith(t testing.TB, module, upstream string, listeners []envoy.Listener) *envoytest.Process {
+func startNativeEnvoyWith(t testing.TB, module, upstream string, listeners []envoyconfig.Listener) *envoytest.Process {
 	t.Helper()
 	bin := envoytest.Binary(t)
 	admin := envoytest.FreePort(t)
-	cfg, err := envoy.Render(envoy.Options{Template: envoy.NativeBootstrap, AdminPort: admin, Upstream: upstream,
+	cfg, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.NativeBootstrap, AdminPort: admin, Upstream: upstream,
 		ModulePath: module, Listeners: listeners})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func startNativeEnvoyWith(t testing.TB, module, upstream string, listeners []env
 func TestNativeEnvoyRunsModule(t *testing.T) {
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
-	e := startNativeEnvoy(t, w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+	e := startNativeEnvoy(t, w.Addr, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 	checkRunsFilter(t, e, fmt.Sprintf("127.0.0.1:%d", port), w, "native-")
 }
 
@@ -122,8 +123,8 @@ func allSeries() []string {
 func TestNativeABIMismatch(t *testing.T) {
 	bin := envoytest.Binary(t)
 	module := nativeModuleTagged(t, "kvgate_abiprobe")
-	cfg, err := envoy.Render(envoy.Options{Template: envoy.NativeBootstrap, AdminPort: envoytest.FreePort(t), Upstream: "127.0.0.1:9",
-		ModulePath: module, Listeners: []envoy.Listener{{Name: "kvgate", Port: envoytest.FreePort(t)}}})
+	cfg, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.NativeBootstrap, AdminPort: envoytest.FreePort(t), Upstream: "127.0.0.1:9",
+		ModulePath: module, Listeners: []envoyconfig.Listener{{Name: "kvgate", Port: envoytest.FreePort(t)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestNativeABIMismatch(t *testing.T) {
 func TestNativePanicsFailClosed(t *testing.T) {
 	w := startWorker(t)
 	port := envoytest.FreePort(t)
-	e := startNativeEnvoyWith(t, nativeModuleTagged(t, "kvgate_panicprobe"), w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+	e := startNativeEnvoyWith(t, nativeModuleTagged(t, "kvgate_panicprobe"), w.Addr, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	body := []byte(`{"model":"m","kv_hints":{"protocol_version":"0.1"}}`)
 	for i, where := range []string{"plugin", "module", "plugin", "module"} {
@@ -214,8 +215,8 @@ func TestNativeRefusedByUnsupportedEnvoy(t *testing.T) {
 	if bin == "" {
 		t.Skip("$KVGATE_ENVOY_UNSUPPORTED is not set")
 	}
-	cfg, err := envoy.Render(envoy.Options{Template: envoy.NativeBootstrap, AdminPort: envoytest.FreePort(t), Upstream: "127.0.0.1:9",
-		ModulePath: nativeModule(t), Listeners: []envoy.Listener{{Name: "kvgate", Port: envoytest.FreePort(t)}}})
+	cfg, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.NativeBootstrap, AdminPort: envoytest.FreePort(t), Upstream: "127.0.0.1:9",
+		ModulePath: nativeModule(t), Listeners: []envoyconfig.Listener{{Name: "kvgate", Port: envoytest.FreePort(t)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // canonicalEnvelope is docs/spec.md's reference envelope in canonical compact
@@ -31,7 +31,7 @@ func TestOpenAIClient(t *testing.T) {
 	w := startWorker(t)
 	untrusted, trusted := `{"trust_kv_hints":false}`, `{"trust_kv_hints":true}`
 	pu, pt := envoytest.FreePort(t), envoytest.FreePort(t)
-	startEnvoy(t, w.Addr, []envoy.Listener{{Name: "untrusted", Port: pu, PluginConfig: untrusted}, {Name: "trusted", Port: pt, PluginConfig: trusted}})
+	startEnvoy(t, w.Addr, []envoyconfig.Listener{{Name: "untrusted", Port: pu, PluginConfig: untrusted}, {Name: "trusted", Port: pt, PluginConfig: trusted}})
 	cache := t.TempDir()
 	su := startSidecar(t, bin, w.Addr, untrusted, cache)
 	st := startSidecar(t, bin, w.Addr, trusted, cache)

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/internal/httperr"
 	"github.com/kvgate/kvgate/tests/vectors"
 )
@@ -165,12 +165,12 @@ func TestParity(t *testing.T) {
 	sort.Strings(configs)
 	// Envoy's counters are one set for all its listeners (the guest's
 	// metrics are shared by every plugin of the VM).
-	envoyRunner := func(name string, start func(t testing.TB, upstream string, ls []envoy.Listener) *envoytest.Process) *httpRunner {
+	envoyRunner := func(name string, start func(t testing.TB, upstream string, ls []envoyconfig.Listener) *envoytest.Process) *httpRunner {
 		r := &httpRunner{name: name, addr: map[string]string{}, w: w}
-		var ls []envoy.Listener
+		var ls []envoyconfig.Listener
 		for i, k := range configs {
 			p := envoytest.FreePort(t)
-			ls = append(ls, envoy.Listener{Name: fmt.Sprintf("kvgate_%d", i), Port: p, PluginConfig: k})
+			ls = append(ls, envoyconfig.Listener{Name: fmt.Sprintf("kvgate_%d", i), Port: p, PluginConfig: k})
 			r.addr[k] = fmt.Sprintf("127.0.0.1:%d", p)
 		}
 		e := start(t, w.Addr, ls)

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // The router_only settings of TestRouterOnlyRealWorker: every preset, for
@@ -108,7 +108,7 @@ func TestRouterOnlyRealWorker(t *testing.T) {
 	var hosts []host
 	for _, native := range []bool{false, true} {
 		ps, pr, pt := envoyFreePorts(t)
-		ls := []envoy.Listener{{Name: "strip", Port: ps, PluginConfig: roStrip}, {Name: "refuse", Port: pr, PluginConfig: roRefuse},
+		ls := []envoyconfig.Listener{{Name: "strip", Port: ps, PluginConfig: roStrip}, {Name: "refuse", Port: pr, PluginConfig: roRefuse},
 			{Name: "trusted", Port: pt, PluginConfig: roTrusted}}
 		name := "wasm"
 		if native {

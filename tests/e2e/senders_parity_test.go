@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/tests/pki"
 )
 
@@ -41,12 +42,12 @@ func TestTrustedSendersParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := &envoy.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
+	files := &envoyconfig.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
 	w := startWorker(t)
 
 	admin, port := envoytest.FreePort(t), envoytest.FreePort(t)
-	cfg, err := envoy.Render(envoy.Options{Template: envoy.MTLSBootstrap, TLS: files, AdminPort: admin, Upstream: w.Addr,
-		ModulePath: modulePath, Listeners: []envoy.Listener{{Name: "senders", Port: port, PluginConfig: sendersConfig}}})
+	cfg, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.MTLSBootstrap, TLS: files, AdminPort: admin, Upstream: w.Addr,
+		ModulePath: modulePath, Listeners: []envoyconfig.Listener{{Name: "senders", Port: port, PluginConfig: sendersConfig}}})
 	if err != nil {
 		t.Fatal(err)
 	}

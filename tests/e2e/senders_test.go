@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/tests/pki"
 )
 
@@ -37,20 +38,20 @@ func buildProbe(t *testing.T) string { return built(t, "./tests/e2e/testdata/pro
 
 // withProbe puts the probe filter before kvgate's on every listener of a
 // rendered bootstrap.
-func withProbe(t *testing.T, d envoy.Doc, probe string) {
+func withProbe(t *testing.T, d envoyconfig.Doc, probe string) {
 	t.Helper()
-	ls, _ := envoy.Dig(d, "static_resources", "listeners")
+	ls, _ := envoyconfig.Dig(d, "static_resources", "listeners")
 	for _, l := range ls.([]any) {
-		tc, err := envoy.Dig(l, "filter_chains", 0, "filters", 0, "typed_config")
+		tc, err := envoyconfig.Dig(l, "filter_chains", 0, "filters", 0, "typed_config")
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := l.(envoy.Doc)["name"].(string) + "_probe"
-		p := envoy.Doc{"name": "kvgate.test.propprobe", "typed_config": envoy.Doc{
+		name := l.(envoyconfig.Doc)["name"].(string) + "_probe"
+		p := envoyconfig.Doc{"name": "kvgate.test.propprobe", "typed_config": envoyconfig.Doc{
 			"@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-			"config": envoy.Doc{"name": name, "root_id": name, "vm_config": envoy.Doc{
-				"vm_id": name, "runtime": "envoy.wasm.runtime.v8", "code": envoy.Doc{"local": envoy.Doc{"filename": probe}}}}}}
-		tc.(envoy.Doc)["http_filters"] = append([]any{p}, tc.(envoy.Doc)["http_filters"].([]any)...)
+			"config": envoyconfig.Doc{"name": name, "root_id": name, "vm_config": envoyconfig.Doc{
+				"vm_id": name, "runtime": "envoy.wasm.runtime.v8", "code": envoyconfig.Doc{"local": envoyconfig.Doc{"filename": probe}}}}}}
+		tc.(envoyconfig.Doc)["http_filters"] = append([]any{p}, tc.(envoyconfig.Doc)["http_filters"].([]any)...)
 	}
 }
 
@@ -146,28 +147,28 @@ func TestTrustedSendersEnvoy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := &envoy.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
+	files := &envoyconfig.TLSFiles{Cert: lf.Cert, Key: lf.Key, ClientCA: lf.ClientCA}
 	probe := buildProbe(t)
 	w := startWorker(t)
 
 	admin, port, control := envoytest.FreePort(t), envoytest.FreePort(t), envoytest.FreePort(t)
-	cfg, err := envoy.Render(envoy.Options{Template: envoy.MTLSBootstrap, TLS: files, AdminPort: admin, Upstream: w.Addr,
-		ModulePath: modulePath, Listeners: []envoy.Listener{
+	cfg, err := envoyconfig.Render(envoyconfig.Options{Template: envoy.MTLSBootstrap, TLS: files, AdminPort: admin, Upstream: w.Addr,
+		ModulePath: modulePath, Listeners: []envoyconfig.Listener{
 			{Name: "senders", Port: port, PluginConfig: sendersConfig},
 			{Name: "xff_control", Port: control, PluginConfig: sendersConfig},
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := envoy.Parse(cfg)
+	d, err := envoyconfig.Parse(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	withProbe(t, d, probe)
 	// The control listener: Envoy's default, the address from X-Forwarded-For.
-	hcm, _ := envoy.Dig(d, "static_resources", "listeners", 1, "filter_chains", 0, "filters", 0, "typed_config")
-	delete(hcm.(envoy.Doc), "use_remote_address")
-	delete(hcm.(envoy.Doc), "xff_num_trusted_hops")
+	hcm, _ := envoyconfig.Dig(d, "static_resources", "listeners", 1, "filter_chains", 0, "filters", 0, "typed_config")
+	delete(hcm.(envoyconfig.Doc), "use_remote_address")
+	delete(hcm.(envoyconfig.Doc), "xff_num_trusted_hops")
 	cfg, _ = json.Marshal(d)
 	e := envoytest.Start(t, bin, cfg, admin, 1)
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // trapGuest is testdata/trapguest, the test-only module that traps on
@@ -33,8 +33,8 @@ func TestTrapRecovers(t *testing.T) {
 
 	bin := envoytest.Binary(t)
 	admin, port := envoytest.FreePort(t), envoytest.FreePort(t)
-	cfg, err := envoy.Render(envoy.Options{AdminPort: admin, Upstream: w.Addr, ModulePath: mod,
-		Listeners: []envoy.Listener{{Name: "trap", Port: port}}})
+	cfg, err := envoyconfig.Render(envoyconfig.Options{AdminPort: admin, Upstream: w.Addr, ModulePath: mod,
+		Listeners: []envoyconfig.Listener{{Name: "trap", Port: port}}})
 	if err != nil {
 		t.Fatal(err)
 	}

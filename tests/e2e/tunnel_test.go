@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 )
 
 // tunnelWorker is a worker that opens every tunnel asked of it: it answers
@@ -84,7 +84,7 @@ func TestNoTunnels(t *testing.T) {
 	bin := sidecarBinary(t)
 	w := startTunnelWorker(t)
 	port := envoytest.FreePort(t)
-	startEnvoy(t, w.Addr, []envoy.Listener{{Name: "kvgate", Port: port}})
+	startEnvoy(t, w.Addr, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 	sc := startSidecar(t, bin, w.Addr, `{}`, t.TempDir())
 	hosts := map[string]string{"envoy": fmt.Sprintf("127.0.0.1:%d", port), "sidecar": sc.API}
 	const after = `{"kv_hints":{"protocol_version":"0.1"},"smuggled":true}`

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/internal/httperr"
 )
 
@@ -186,7 +186,7 @@ func TestWorkerFailures(t *testing.T) {
 	var wg sync.WaitGroup
 	for name, up := range upstreams {
 		port := envoytest.FreePort(t)
-		startEnvoy(t, up, []envoy.Listener{{Name: "kvgate", Port: port}})
+		startEnvoy(t, up, []envoyconfig.Listener{{Name: "kvgate", Port: port}})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/kvhints"
 )
 
@@ -198,21 +199,21 @@ type setup struct {
 // copy of envoy/envoy-native.yaml's dynamic-module filter with its own
 // configuration (the module is loaded once, as Envoy loads any).
 func bootstrap(s setup, rs []*row) ([]byte, error) {
-	d, err := envoy.Parse(envoy.Bootstrap)
+	d, err := envoyconfig.Parse(envoy.Bootstrap)
 	if err != nil {
 		return nil, err
 	}
-	tl, err := envoy.Dig(d, "static_resources", "listeners", 0)
+	tl, err := envoyconfig.Dig(d, "static_resources", "listeners", 0)
 	if err != nil {
 		return nil, err
 	}
-	hf, err := envoy.Dig(tl, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
+	hf, err := envoyconfig.Dig(tl, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
 	if err != nil {
 		return nil, err
 	}
 	var wasm, router any
 	for _, f := range hf.([]any) {
-		switch f.(envoy.Doc)["name"] {
+		switch f.(envoyconfig.Doc)["name"] {
 		case envoy.WasmFilterName:
 			wasm = f
 		case "envoy.filters.http.router":
@@ -222,38 +223,38 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 	if wasm == nil || router == nil {
 		return nil, fmt.Errorf("the committed listener lacks the wasm filter or the router")
 	}
-	nb, err := envoy.Parse(envoy.NativeBootstrap)
+	nb, err := envoyconfig.Parse(envoy.NativeBootstrap)
 	if err != nil {
 		return nil, err
 	}
-	native, err := envoy.NativeConfig(nb)
+	native, err := envoyconfig.NativeConfig(nb)
 	if err != nil {
 		return nil, err
 	}
 	var listeners []any
 	for _, r := range rs {
-		l := clone(tl).(envoy.Doc)
+		l := clone(tl).(envoyconfig.Doc)
 		l["name"] = "row-" + r.ID
-		l["address"] = envoy.Doc{"socket_address": envoy.Doc{"address": "127.0.0.1", "port_value": r.port}}
-		fc := l["filter_chains"].([]any)[0].(envoy.Doc)
+		l["address"] = envoyconfig.Doc{"socket_address": envoyconfig.Doc{"address": "127.0.0.1", "port_value": r.port}}
+		fc := l["filter_chains"].([]any)[0].(envoyconfig.Doc)
 		delete(fc, "transport_socket") // the benchmark is plain HTTP on loopback
 		var filters []any
 		switch r.Filters {
 		case "":
 		case "buffer":
-			filters = append(filters, envoy.Doc{"name": "envoy.filters.http.buffer", "typed_config": envoy.Doc{
+			filters = append(filters, envoyconfig.Doc{"name": "envoy.filters.http.buffer", "typed_config": envoyconfig.Doc{
 				"@type":             "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
 				"max_request_bytes": s.BodyLimit,
 			}})
 		case "bare", "noop", "kvgate", "kvgate-b":
-			f := clone(wasm).(envoy.Doc)
-			cfg := f["typed_config"].(envoy.Doc)["config"].(envoy.Doc)
+			f := clone(wasm).(envoyconfig.Doc)
+			cfg := f["typed_config"].(envoyconfig.Doc)["config"].(envoyconfig.Doc)
 			path := map[string]string{"bare": s.BarePath, "noop": s.NoopPath, "kvgate": s.KvgatePath, "kvgate-b": s.KvgateBPath}[r.Filters]
 			cfg["name"] = "row-" + r.ID
-			vm := cfg["vm_config"].(envoy.Doc)
+			vm := cfg["vm_config"].(envoyconfig.Doc)
 			vm["vm_id"] = "row-" + r.ID
-			vm["code"] = envoy.Doc{"local": envoy.Doc{"filename": path}}
-			cfg["configuration"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
+			vm["code"] = envoyconfig.Doc{"local": envoyconfig.Doc{"filename": path}}
+			cfg["configuration"] = envoyconfig.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
 			filters = append(filters, f)
 		case "native", "native-c":
 			// One Go module for every native row: a process runs one Go
@@ -263,18 +264,18 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 			if r.Filters == "native-c" {
 				path = s.CModulePath
 			}
-			tc := clone(native).(envoy.Doc)
+			tc := clone(native).(envoyconfig.Doc)
 			tc["filter_name"] = "row-" + r.ID
-			tc["dynamic_module_config"].(envoy.Doc)["module"] = envoy.Doc{"local": envoy.Doc{"filename": path}}
-			tc["filter_config"] = envoy.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
-			filters = append(filters, envoy.Doc{"name": envoy.NativeFilterName, "typed_config": tc})
+			tc["dynamic_module_config"].(envoyconfig.Doc)["module"] = envoyconfig.Doc{"local": envoyconfig.Doc{"filename": path}}
+			tc["filter_config"] = envoyconfig.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
+			filters = append(filters, envoyconfig.Doc{"name": envoy.NativeFilterName, "typed_config": tc})
 		case "ext_proc":
-			filters = append(filters, envoy.Doc{"name": "envoy.filters.http.ext_proc", "typed_config": envoy.Doc{
+			filters = append(filters, envoyconfig.Doc{"name": "envoy.filters.http.ext_proc", "typed_config": envoyconfig.Doc{
 				"@type":              "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor",
-				"grpc_service":       envoy.Doc{"envoy_grpc": envoy.Doc{"cluster_name": "extproc"}, "timeout": "10s"},
+				"grpc_service":       envoyconfig.Doc{"envoy_grpc": envoyconfig.Doc{"cluster_name": "extproc"}, "timeout": "10s"},
 				"failure_mode_allow": false,
 				"message_timeout":    "10s",
-				"processing_mode": envoy.Doc{
+				"processing_mode": envoyconfig.Doc{
 					"request_header_mode":   "SEND",
 					"response_header_mode":  "SKIP",
 					"request_body_mode":     "BUFFERED",
@@ -287,46 +288,46 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 			return nil, fmt.Errorf("row %s: unknown filters %q", r.ID, r.Filters)
 		}
 		filters = append(filters, router)
-		tc, err := envoy.Dig(fc, "filters", 0, "typed_config")
+		tc, err := envoyconfig.Dig(fc, "filters", 0, "typed_config")
 		if err != nil {
 			return nil, err
 		}
-		tc.(envoy.Doc)["http_filters"] = filters
+		tc.(envoyconfig.Doc)["http_filters"] = filters
 		listeners = append(listeners, l)
 	}
-	sr := d["static_resources"].(envoy.Doc)
+	sr := d["static_resources"].(envoyconfig.Doc)
 	sr["listeners"] = listeners
 
-	cl, err := envoy.Dig(sr, "clusters", 0)
+	cl, err := envoyconfig.Dig(sr, "clusters", 0)
 	if err != nil {
 		return nil, err
 	}
-	workerCluster := clone(cl).(envoy.Doc)
+	workerCluster := clone(cl).(envoyconfig.Doc)
 	workerCluster["load_assignment"] = endpoints("worker", s.Worker)
 	clusters := []any{workerCluster}
 	if s.ExtProc != "" {
-		clusters = append(clusters, envoy.Doc{
+		clusters = append(clusters, envoyconfig.Doc{
 			"name":            "extproc",
 			"type":            "STATIC",
 			"connect_timeout": "5s",
-			"typed_extension_protocol_options": envoy.Doc{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": envoy.Doc{
+			"typed_extension_protocol_options": envoyconfig.Doc{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": envoyconfig.Doc{
 				"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-				"explicit_http_config": envoy.Doc{"http2_protocol_options": envoy.Doc{}},
+				"explicit_http_config": envoyconfig.Doc{"http2_protocol_options": envoyconfig.Doc{}},
 			}},
 			"load_assignment": endpoints("extproc", s.ExtProc),
 		})
 	}
 	sr["clusters"] = clusters
-	d["admin"] = envoy.Doc{"address": envoy.Doc{"socket_address": envoy.Doc{"address": "127.0.0.1", "port_value": s.AdminPort}}}
+	d["admin"] = envoyconfig.Doc{"address": envoyconfig.Doc{"socket_address": envoyconfig.Doc{"address": "127.0.0.1", "port_value": s.AdminPort}}}
 	return json.MarshalIndent(d, "", "  ")
 }
 
-func endpoints(name, hostPort string) envoy.Doc {
+func endpoints(name, hostPort string) envoyconfig.Doc {
 	i := strings.LastIndexByte(hostPort, ':')
 	var port int
 	fmt.Sscan(hostPort[i+1:], &port)
-	return envoy.Doc{"cluster_name": name, "endpoints": []any{envoy.Doc{"lb_endpoints": []any{envoy.Doc{
-		"endpoint": envoy.Doc{"address": envoy.Doc{"socket_address": envoy.Doc{"address": hostPort[:i], "port_value": port}}},
+	return envoyconfig.Doc{"cluster_name": name, "endpoints": []any{envoyconfig.Doc{"lb_endpoints": []any{envoyconfig.Doc{
+		"endpoint": envoyconfig.Doc{"address": envoyconfig.Doc{"socket_address": envoyconfig.Doc{"address": hostPort[:i], "port_value": port}}},
 	}}}}}
 }
 

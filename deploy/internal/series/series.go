@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/deploy/internal/repo"
-	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
+	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
 	"github.com/kvgate/kvgate/metricname"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -280,11 +280,11 @@ func FromEnvoy(tb testing.TB) Names {
 	}))
 	defer worker.Close()
 	admin, listen := envoytest.FreePort(tb), envoytest.FreePort(tb)
-	cfg, err := envoy.Render(envoy.Options{
+	cfg, err := envoyconfig.Render(envoyconfig.Options{
 		AdminPort:  admin,
 		Upstream:   strings.TrimPrefix(worker.URL, "http://"),
 		ModulePath: filepath.Join(root, "wasm", "kvgate.wasm"),
-		Listeners:  []envoy.Listener{{Name: "kvgate", Port: listen, PluginConfig: AllPresetsConfig}},
+		Listeners:  []envoyconfig.Listener{{Name: "kvgate", Port: listen, PluginConfig: AllPresetsConfig}},
 	})
 	if err != nil {
 		tb.Fatal(err)
