@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -138,30 +139,36 @@ func TestGeneratedParses(t *testing.T) {
 	}
 }
 
-type tagDoc struct {
-	TagName string `json:"tag_name"`
-	Regex   string `json:"regex"`
-}
-
 type bootstrap struct {
 	StatsConfig struct {
-		StatsTags []tagDoc `json:"stats_tags"`
+		StatsTags []map[string]any `json:"stats_tags"`
 	} `json:"stats_config"`
 }
 
-func (b bootstrap) tags() (tags []filterspec.StatsTag) {
-	for _, t := range b.StatsConfig.StatsTags {
-		tags = append(tags, filterspec.StatsTag{TagName: t.TagName, Regex: t.Regex})
+// tags returns the bootstrap's stats_tags. Each must be a tag_name and a
+// regex and nothing else, as the generator writes them: a member beside
+// them (a fixed_value, say) is not the metric table's.
+func (b bootstrap) tags() ([]filterspec.StatsTag, error) {
+	var tags []filterspec.StatsTag
+	for i, t := range b.StatsConfig.StatsTags {
+		name, okName := t["tag_name"].(string)
+		re, okRe := t["regex"].(string)
+		if !okName || !okRe || len(t) != 2 {
+			return nil, fmt.Errorf("stats_tags[%d] is %v: want a tag_name and a regex, nothing else", i, t)
+		}
+		tags = append(tags, filterspec.StatsTag{TagName: name, Regex: re})
 	}
-	return tags
+	return tags, nil
 }
 
 func readBack(f Format, file []byte) ([]filterspec.StatsTag, error) {
 	var boot bootstrap
 	switch f {
 	case YAML:
-		err := yaml.Unmarshal(file, &boot)
-		return boot.tags(), err
+		if err := yaml.Unmarshal(file, &boot); err != nil {
+			return nil, err
+		}
+		return boot.tags()
 	case ConfigMapJSON:
 		var cm struct {
 			Data map[string]string `json:"data"`
@@ -169,8 +176,10 @@ func readBack(f Format, file []byte) ([]filterspec.StatsTag, error) {
 		if err := yaml.Unmarshal(file, &cm); err != nil {
 			return nil, err
 		}
-		err := json.Unmarshal([]byte(cm.Data["custom_bootstrap.json"]), &boot)
-		return boot.tags(), err
+		if err := json.Unmarshal([]byte(cm.Data["custom_bootstrap.json"]), &boot); err != nil {
+			return nil, err
+		}
+		return boot.tags()
 	default: // Helm: run the block with the few Sprig functions it calls.
 		s := string(file)
 		block := s[strings.Index(s, Begin):strings.Index(s, End)]
