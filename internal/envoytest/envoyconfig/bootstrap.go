@@ -268,16 +268,23 @@ func PluginConfigOf(d Doc) (string, error) {
 // NativeConfig returns the native module filter's typed_config (a
 // DynamicModuleFilter) of the first listener of a parsed bootstrap.
 func NativeConfig(d Doc) (Doc, error) {
+	return firstListenerFilter(d, envoy.NativeFilterName, "native module filter", "typed_config")
+}
+
+// firstListenerFilter returns the value at path in the HTTP filter named
+// name of the first listener of a parsed bootstrap; what names the filter
+// in the error when there is none.
+func firstListenerFilter(d Doc, name, what string, path ...any) (Doc, error) {
 	hf, err := dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
 	if err != nil {
 		return nil, err
 	}
 	filters := hf.([]any)
-	i := indexOfFilter(filters, envoy.NativeFilterName)
+	i := indexOfFilter(filters, name)
 	if i < 0 {
-		return nil, errors.New("envoy: no native module filter")
+		return nil, errors.New("envoy: no " + what)
 	}
-	c, err := dig(filters[i], "typed_config")
+	c, err := dig(filters[i], path...)
 	if err != nil {
 		return nil, err
 	}
@@ -369,20 +376,7 @@ func stringAt(v any, path ...any) string {
 // WasmConfig returns the wasm filter's config (PluginConfig in Envoy's
 // API) of the first listener of a parsed bootstrap.
 func WasmConfig(d Doc) (Doc, error) {
-	hf, err := dig(d, "static_resources", "listeners", 0, "filter_chains", 0, "filters", 0, "typed_config", "http_filters")
-	if err != nil {
-		return nil, err
-	}
-	filters := hf.([]any)
-	i := indexOfFilter(filters, envoy.WasmFilterName)
-	if i < 0 {
-		return nil, errors.New("envoy: no wasm filter")
-	}
-	c, err := dig(filters[i], "typed_config", "config")
-	if err != nil {
-		return nil, err
-	}
-	return c.(Doc), nil
+	return firstListenerFilter(d, envoy.WasmFilterName, "wasm filter", "typed_config", "config")
 }
 
 // Dig follows a path of member names (string) and array indexes (int)
