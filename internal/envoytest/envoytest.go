@@ -1,8 +1,9 @@
 // Package envoytest is what tests need to run the project's Envoy and
 // Python: find them ($KVGATE_ENVOY, $KVGATE_PYTHON; a missing one skips the
 // test, or fails it under CI=true), pick free ports, and start Envoy on a
-// rendered bootstrap for the length of a test. It imports testing, so only
-// tests may import it; production packages never link it.
+// rendered bootstrap (envoytest/envoyconfig renders one) for the length of
+// a test. It imports testing, so only tests may import it; production
+// packages never link it.
 package envoytest
 
 import (
