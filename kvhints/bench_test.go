@@ -78,6 +78,13 @@ const mixedText = `用户说：Привет! مرحبا 👋 これはテスト�
 	`今天天气很好 ☀️, сегодня хорошая погода, 今日はいい天気ですね, الطقس جميل اليوم — and in English: nice weather 🌤️! \n` +
 	`Объясни, пожалуйста, 为什么 prefill 比 decode 慢？プリフィルはなぜ遅いのですか？لماذا تكون المرحلة الأولى أبطأ؟ 🤔🤔 \n\n`
 
+// cjkText is Chinese and Japanese as written, with no ASCII at all:
+// full-width punctuation between the characters and no spaces, so that
+// a string's text is one run of three-byte sequences from its first byte.
+const cjkText = `请把下面的会议记录整理成要点，并用中文回答。上周五的讨论涉及模型部署、缓存命中率和显卡利用率。` +
+	`次の文章を要約してください。推論サーバーはキャッシュを再利用することで、応答時間を大幅に短縮できます。` +
+	`路由器知道缓存在哪个节点上，所以请求会被发送到那里。明日の会議は午後三時からです。`
+
 // escapeText is escape-dense text: newlines, tabs, quotes and \u escapes
 // of accented letters, about one escape every 9 bytes.
 const escapeText = `Caf\u00e9 \"cr\u00e8me\" na\u00efve:\n\tthe r\u00e9sum\u00e9 says \"d\u00e9j\u00e0 vu\".\n\n`
@@ -135,10 +142,11 @@ func BenchmarkRewrite(b *testing.B) {
 // the string scan's whole cost, on the portable path and, on amd64 with
 // AVX2, the vectorised one, side by side: ASCII English prose,
 // escape-dense text, multilingual text in paragraphs of one script each,
-// and mixed-script text that switches every few words.
+// mixed-script text that switches every few words, and Chinese and
+// Japanese with no ASCII between the characters.
 func BenchmarkRewriteScan(b *testing.B) {
 	for _, text := range []struct{ name, para string }{
-		{"prose", proseText}, {"escapes", escapeText}, {"multilingual", multilingualText}, {"mixed", mixedText},
+		{"prose", proseText}, {"escapes", escapeText}, {"multilingual", multilingualText}, {"mixed", mixedText}, {"cjk", cjkText},
 	} {
 		body := chatBodyOf(4<<20, true, text.para)
 		for _, path := range []struct {

@@ -167,6 +167,14 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 // It accepts exactly the ASCII that stringSpecial passes, what DecodeRune
 // accepts and encoded surrogates (FuzzMultibyteRun); vecText may end it early.
 func multibyteRun(b []byte, i int) (end int, surrogate bool) {
+	// amd64 AVX2: text with no ASCII between its characters (Chinese,
+	// Japanese) in bulk from its first lead byte, the boundary the
+	// vectorised scan needs; what it stops at, the loop below decides.
+	if vecScan && b[i] >= 0xC2 && i+vecMin <= len(b) {
+		if n, s := vecText(b, i, false); n > i {
+			return n, s
+		}
+	}
 	for i < len(b) {
 		c := b[i]
 		switch {
