@@ -1,6 +1,7 @@
 package filterspec
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -130,13 +131,12 @@ const (
 	ModeDetect              // "detect"
 )
 
+// modeNames are the values of "mode" as the configuration spells them,
+// in the order of the constants.
+var modeNames = []string{"enforce", "detect"}
+
 // String is the mode as the configuration spells it.
-func (m Mode) String() string {
-	if m == ModeDetect {
-		return "detect"
-	}
-	return "enforce"
-}
+func (m Mode) String() string { return modeNames[m] }
 
 // GRPCMode is the "grpc" member of the configuration.
 type GRPCMode uint8
@@ -147,13 +147,12 @@ const (
 	GRPCRefuse                 // "refuse"
 )
 
+// grpcNames are the values of "grpc" as the configuration spells them,
+// in the order of the constants.
+var grpcNames = []string{"pass", "refuse"}
+
 // String is the mode as the configuration spells it.
-func (m GRPCMode) String() string {
-	if m == GRPCRefuse {
-		return "refuse"
-	}
-	return "pass"
-}
+func (m GRPCMode) String() string { return grpcNames[m] }
 
 // DefaultConfig returns the configuration of an empty document.
 func DefaultConfig() Config {
@@ -284,93 +283,48 @@ func ParseConfigMembers(doc []byte) (cfg Config, given Members, err error) {
 	if r.i == len(doc) {
 		return cfg, given, nil
 	}
-	if !r.eat('{') {
-		return cfg, given, r.err("expected a JSON object")
-	}
-	r.ws()
-	if !r.eat('}') {
-		for {
-			r.ws()
-			at := r.i
-			name, err := r.str()
-			if err != nil {
-				return cfg, given, err
-			}
-			r.ws()
-			if !r.eat(':') {
-				return cfg, given, r.err("expected ':' after member name")
-			}
-			r.ws()
-			field, ok := lookupMember(name)
-			if !ok {
-				return cfg, given, &ConfigError{at, "unknown member " + strconv.Quote(name) + "; known: " + knownMembers}
-			}
-			switch field {
-			case memberTrustKVHints:
-				if cfg.TrustKVHints, err = r.boolean(); err != nil {
-					return cfg, given, withPath(name, err)
-				}
-			case memberMaxDepth:
-				if cfg.MaxDepth, err = r.integer(1, MaxMaxDepth); err != nil {
-					return cfg, given, withPath(name, err)
-				}
-			case memberMaxBodyBytes:
-				if cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes); err != nil {
-					return cfg, given, withPath(name, err)
-				}
-			case memberExcludePaths:
-				if cfg.ExcludePaths, err = r.strings(maxExcludePaths, keepExcludePath); err != nil {
-					return cfg, given, withPath(name, err)
-				}
-			case memberTrustedSenders:
-				if cfg.TrustedSenders, err = r.senders(); err != nil {
-					return cfg, given, err
-				}
-			case memberGRPC:
-				vat := r.i
-				mode, err := r.str()
-				if err != nil {
-					return cfg, given, err
-				}
-				switch mode {
-				case "pass":
-					cfg.GRPC = GRPCPass
-				case "refuse":
-					cfg.GRPC = GRPCRefuse
-				default:
-					return cfg, given, &ConfigError{vat, "grpc: expected \"pass\" or \"refuse\""}
-				}
-			case memberMode:
-				vat := r.i
-				mode, err := r.str()
-				if err != nil {
-					return cfg, given, err
-				}
-				switch mode {
-				case "enforce":
-					cfg.Mode = ModeEnforce
-				case "detect":
-					cfg.Mode = ModeDetect
-				default:
-					return cfg, given, &ConfigError{vat, "mode: expected \"enforce\" or \"detect\""}
-				}
-			case memberRouterOnly:
-				if cfg.RouterOnly, err = r.routerOnly(); err != nil {
-					return cfg, given, err
-				}
-			}
-			if given.has(field) {
-				return cfg, given, &ConfigError{at, "duplicate member " + strconv.Quote(name)}
-			}
-			given |= 1 << field
-			r.ws()
-			if r.eat('}') {
-				break
-			}
-			if !r.eat(',') {
-				return cfg, given, r.err("expected ',' or '}' after member")
-			}
+	err = r.object("", "a JSON object", func(name string, at int) error {
+		field, ok := lookupMember(name)
+		if !ok {
+			return &ConfigError{at, "unknown member " + strconv.Quote(name) + "; known: " + knownMembers}
 		}
+		var err error
+		switch field {
+		case memberTrustKVHints:
+			cfg.TrustKVHints, err = r.boolean()
+		case memberMaxDepth:
+			cfg.MaxDepth, err = r.integer(1, MaxMaxDepth)
+		case memberMaxBodyBytes:
+			cfg.MaxBodyBytes, err = r.integer(1, MaxMaxBodyBytes)
+		case memberExcludePaths:
+			cfg.ExcludePaths, err = r.strings(maxExcludePaths, keepExcludePath)
+		case memberTrustedSenders:
+			cfg.TrustedSenders, err = r.senders() // names its rules itself
+		case memberGRPC:
+			var i int
+			i, err = r.choice(grpcNames...)
+			cfg.GRPC = GRPCMode(i)
+		case memberMode:
+			var i int
+			i, err = r.choice(modeNames...)
+			cfg.Mode = Mode(i)
+		case memberRouterOnly:
+			cfg.RouterOnly, err = r.routerOnly() // names its members itself
+		}
+		if err != nil {
+			if field == memberTrustedSenders || field == memberRouterOnly {
+				return err
+			}
+			return withPath(name, err)
+		}
+		if given.has(field) {
+			return &ConfigError{at, "duplicate member " + strconv.Quote(name)}
+		}
+		given |= 1 << field
+		return nil
+	})
+	if err != nil {
+		return cfg, given, err
 	}
 	r.ws()
 	if r.i != len(doc) {
@@ -430,45 +384,27 @@ func compile(rules []SenderRule) (*Senders, error) {
 func (r *cfgReader) rule(n int) (SenderRule, error) {
 	var rule SenderRule
 	path := rulePath(n, "")
-	if !r.eat('{') {
-		return rule, r.pathErr(path, "expected a rule object")
-	}
-	r.ws()
-	if r.i < len(r.b) && r.b[r.i] == '}' {
-		return rule, r.pathErr(path, "empty rule: set principal, dns_name or source_cidr")
+	if save := r.i; r.eat('{') {
+		if r.ws(); r.i < len(r.b) && r.b[r.i] == '}' {
+			return rule, r.pathErr(path, "empty rule: set principal, dns_name or source_cidr")
+		}
+		r.i = save
 	}
 	var seen [3]bool
-	for {
-		at := r.i
-		name, err := r.str()
-		if err != nil {
-			return rule, withPath(path, err)
-		}
-		r.ws()
-		if !r.eat(':') {
-			return rule, r.pathErr(path, "expected ':' after a member name")
-		}
-		r.ws()
-		field := -1
-		switch name {
-		case "principal":
-			field = 0
-		case "dns_name":
-			field = 1
-		case "source_cidr":
-			field = 2
-		default:
-			return rule, &ConfigError{at, path + ": unknown member " + strconv.QuoteToASCII(name) + "; known: principal, dns_name, source_cidr"}
+	err := r.object(path, "a rule object", func(name string, at int) error {
+		field := slices.Index([]string{"principal", "dns_name", "source_cidr"}, name)
+		if field < 0 {
+			return &ConfigError{at, path + ": unknown member " + strconv.QuoteToASCII(name) + "; known: principal, dns_name, source_cidr"}
 		}
 		mpath := rulePath(n, name)
 		if seen[field] {
-			return rule, &ConfigError{at, mpath + ": duplicate member"}
+			return &ConfigError{at, mpath + ": duplicate member"}
 		}
 		seen[field] = true
 		vat := r.i
 		v, err := r.str()
 		if err != nil {
-			return rule, withPath(mpath, err)
+			return withPath(mpath, err)
 		}
 		msg := ""
 		switch {
@@ -482,26 +418,87 @@ func (r *cfgReader) rule(n int) (SenderRule, error) {
 			rule.SourceCIDR, msg = parseCIDR(v)
 		}
 		if msg != "" {
-			return rule, &ConfigError{vat, mpath + ": " + msg}
+			return &ConfigError{vat, mpath + ": " + msg}
+		}
+		return nil
+	})
+	return rule, err
+}
+
+// object reads a JSON object, what it is called in a message, calling
+// member for each member with its name and the offset of the name, the
+// cursor at the member's value. Errors in the object's own syntax name
+// path (the top level's is ""); member names those in its values.
+func (r *cfgReader) object(path, what string, member func(name string, at int) error) error {
+	if !r.eat('{') {
+		return r.pathErr(path, "expected "+what)
+	}
+	r.ws()
+	if r.eat('}') {
+		return nil
+	}
+	for {
+		r.ws()
+		at := r.i
+		name, err := r.str()
+		if err != nil {
+			return withPath(path, err)
+		}
+		r.ws()
+		if !r.eat(':') {
+			return r.pathErr(path, "expected ':' after a member name")
+		}
+		r.ws()
+		if err := member(name, at); err != nil {
+			return err
 		}
 		r.ws()
 		if r.eat('}') {
-			return rule, nil
+			return nil
 		}
 		if !r.eat(',') {
-			return rule, r.pathErr(path, "expected ',' or '}' after a member")
+			return r.pathErr(path, "expected ',' or '}' after a member")
 		}
-		r.ws()
 	}
 }
 
+// choice reads a string that must be one of options, and returns its
+// index (0 on an error, which lists them).
+func (r *cfgReader) choice(options ...string) (int, error) {
+	at := r.i
+	v, err := r.str()
+	if err != nil {
+		return 0, err
+	}
+	if i := slices.Index(options, v); i >= 0 {
+		return i, nil
+	}
+	return 0, &ConfigError{at, "expected " + quoteAll(options)}
+}
+
+// quoteAll lists options quoted, the last two joined by "or".
+func quoteAll(options []string) string {
+	q := ""
+	for i, o := range options {
+		switch {
+		case i == 0:
+		case i == len(options)-1:
+			q += " or "
+		default:
+			q += ", "
+		}
+		q += strconv.Quote(o)
+	}
+	return q
+}
+
 // pathErr is an error at the cursor about the rule or member at path.
-func (r *cfgReader) pathErr(path, msg string) error { return &ConfigError{r.i, path + ": " + msg} }
+func (r *cfgReader) pathErr(path, msg string) error { return withPath(path, r.err(msg)) }
 
 // withPath names the member or rule a reading error is about, so that the
 // message says which setting is wrong as well as where.
 func withPath(path string, err error) error {
-	if ce, ok := err.(*ConfigError); ok {
+	if ce, ok := err.(*ConfigError); ok && path != "" {
 		return &ConfigError{ce.Offset, path + ": " + ce.Msg}
 	}
 	return err

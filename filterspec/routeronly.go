@@ -270,67 +270,36 @@ func (ro *RouterOnly) appendJSON(b []byte) []byte {
 // routerOnly reads the router_only object.
 func (r *cfgReader) routerOnly() (*RouterOnly, error) {
 	ro := &RouterOnly{Engines: []string{}, Members: []string{}, Headers: []string{}}
-	if !r.eat('{') {
-		return nil, r.pathErr("router_only", "expected an object")
-	}
-	r.ws()
 	var seen [4]bool
-	if !r.eat('}') {
-		for {
-			r.ws()
-			at := r.i
-			name, err := r.str()
-			if err != nil {
-				return nil, withPath("router_only", err)
+	err := r.object("router_only", "an object", func(name string, at int) error {
+		field := slices.Index([]string{"engines", "members", "headers", "untrusted"}, name)
+		var err error
+		switch field {
+		case 0:
+			ro.Engines, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(false))
+		case 1:
+			ro.Members, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(false))
+		case 2:
+			ro.Headers, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(true))
+		case 3:
+			var i int
+			if i, err = r.choice("strip", "refuse"); err == nil {
+				ro.Refuse = i == 1
 			}
-			r.ws()
-			if !r.eat(':') {
-				return nil, r.pathErr("router_only", "expected ':' after a member name")
-			}
-			r.ws()
-			field := -1
-			switch name {
-			case "engines":
-				field = 0
-				ro.Engines, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(false))
-			case "members":
-				field = 1
-				ro.Members, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(false))
-			case "headers":
-				field = 2
-				ro.Headers, err = r.strings(kvhints.MaxRouterOnlyPaths, distinct(true))
-			case "untrusted":
-				field = 3
-				vat := r.i
-				var v string
-				if v, err = r.str(); err == nil {
-					switch v {
-					case "strip":
-						ro.Refuse = false
-					case "refuse":
-						ro.Refuse = true
-					default:
-						err = &ConfigError{vat, "expected \"strip\" or \"refuse\""}
-					}
-				}
-			default:
-				return nil, &ConfigError{at, "router_only: unknown member " + strconv.QuoteToASCII(name) + "; known: engines, members, headers, untrusted"}
-			}
-			if err != nil {
-				return nil, withPath("router_only."+name, err)
-			}
-			if seen[field] {
-				return nil, &ConfigError{at, "router_only: duplicate member " + strconv.Quote(name)}
-			}
-			seen[field] = true
-			r.ws()
-			if r.eat('}') {
-				break
-			}
-			if !r.eat(',') {
-				return nil, r.pathErr("router_only", "expected ',' or '}' after a member")
-			}
+		default:
+			return &ConfigError{at, "router_only: unknown member " + strconv.QuoteToASCII(name) + "; known: engines, members, headers, untrusted"}
 		}
+		if err != nil {
+			return withPath("router_only."+name, err)
+		}
+		if seen[field] {
+			return &ConfigError{at, "router_only: duplicate member " + strconv.Quote(name)}
+		}
+		seen[field] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if msg := ro.compile(); msg != "" {
 		return nil, &ConfigError{r.i, msg}
