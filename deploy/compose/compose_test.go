@@ -20,10 +20,10 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/envoy"
 	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
+	"github.com/kvgate/kvgate/internal/repo"
 )
 
 var update = flag.Bool("update", false, "rewrite envoy.yaml from envoy/envoy.yaml")

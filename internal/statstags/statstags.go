@@ -182,26 +182,6 @@ func templateQuote(s string) string {
 	return strconv.Quote(s)
 }
 
-// Root returns the repository root: the nearest directory at or above the
-// working directory whose go.mod declares the kvgate module.
-func Root() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(mod, []byte("module github.com/kvgate/kvgate\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("statstags: no go.mod of module github.com/kvgate/kvgate at or above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // Generate rewrites every file of Files under root, writing only the files
 // whose block changed, and returns their paths.
 func Generate(root string) (changed []string, err error) {

@@ -17,11 +17,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/internal/repo"
 )
 
 func root(t *testing.T) string {
 	t.Helper()
-	r, err := Root()
+	r, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/deploy/internal/release"
-	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/filterspec"
+	"github.com/kvgate/kvgate/internal/repo"
 	"github.com/kvgate/kvgate/wasm"
 )
 

@@ -35,8 +35,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvgate/kvgate/deploy/internal/filterimage"
-	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/deploy/internal/series"
+	"github.com/kvgate/kvgate/internal/repo"
 	"github.com/kvgate/kvgate/wasm"
 )
 

@@ -23,10 +23,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/deploy/internal/repo"
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
+	"github.com/kvgate/kvgate/internal/repo"
 	"github.com/kvgate/kvgate/metricname"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/kvgate/kvgate/internal/repo"
 	"github.com/kvgate/kvgate/internal/statstags"
 )
 
 func main() {
-	root, err := statstags.Root()
+	root, err := repo.Root()
 	if err == nil {
 		var changed []string
 		changed, err = statstags.Generate(root)

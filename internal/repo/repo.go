@@ -1,6 +1,6 @@
-// Package repo finds the kvgate repository that the deploy module lives in,
-// so that tests and the release tool can read the chart, the committed
-// module and the main module's sources by their repository paths.
+// Package repo finds the root of the kvgate repository from the working
+// directory, so that generators, tests and the release tool (in this module
+// and in deploy/) can read and write files by their repository paths.
 package repo
 
 import (
