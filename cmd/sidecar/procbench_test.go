@@ -77,8 +77,9 @@ func TestHelperProcess(t *testing.T) {
 
 // benchProc is a process started for a benchmark.
 type benchProc struct {
-	url string // http://host:port
-	pid int
+	url   string // http://host:port
+	pid   int
+	admin string // host:port of the sidecar's admin listener; "" for a helper
 }
 
 // startHelper starts this test binary in a helper role and returns the
@@ -106,7 +107,7 @@ func startHelper(b *testing.B, role, upstream string) benchProc {
 	if err != nil {
 		b.Fatalf("helper %s: %v\n%s", role, err, logs.String())
 	}
-	return benchProc{"http://" + strings.TrimSpace(line), cmd.Process.Pid}
+	return benchProc{url: "http://" + strings.TrimSpace(line), pid: cmd.Process.Pid}
 }
 
 // startSidecarProc starts a sidecar binary (bin, or the one artifacts
@@ -129,7 +130,7 @@ func startSidecarProc(b *testing.B, bin, upstream string, args ...string) benchP
 		if r, err := http.Get("http://" + admin + "/readyz"); err == nil {
 			r.Body.Close()
 			if r.StatusCode == 200 {
-				return benchProc{"http://" + api, cmd.Process.Pid}
+				return benchProc{url: "http://" + api, pid: cmd.Process.Pid, admin: admin}
 			}
 		}
 		if time.Now().After(deadline) {
