@@ -30,7 +30,7 @@ import (
 //   - then again with strace -c -f attached to both proxies: system calls
 //     by kind.
 //
-// It logs the table BENCHMARKS.md section 3 shows. It needs strace and
+// It prints the table BENCHMARKS.md section 3 shows. It needs strace and
 // KVGATE_COUNTS=1, and is skipped otherwise (make bench-smoke runs every
 // benchmark):
 //
