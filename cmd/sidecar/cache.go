@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 )
@@ -30,4 +31,21 @@ func checkCacheDir(dir string) error {
 	}
 	name := f.Name()
 	return errors.Join(f.Close(), os.Remove(name))
+}
+
+// usableCacheDir is the compilation cache directory the sidecar uses: the
+// -cache-dir flag's, or "" (in memory) when there is none or it cannot be
+// used, which is a warning. A cache that cannot be used costs a compile
+// per start, not the start.
+func usableCacheDir(cfg *config, log *slog.Logger) string {
+	switch {
+	case cfg.CacheDir != "":
+		if err := checkCacheDir(cfg.CacheDir); err != nil {
+			log.Warn("-cache-dir cannot be used; the compiled filter is cached in memory only", "cache_dir", cfg.CacheDir, "err", err.Error())
+			return ""
+		}
+	case cfg.NoDefaultCache != nil:
+		log.Warn("no default -cache-dir; the compiled filter is cached in memory only", "err", cfg.NoDefaultCache.Error())
+	}
+	return cfg.CacheDir
 }

@@ -305,16 +305,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		return fmt.Errorf("-admin %s: %w", cfg.Admin, err)
 	}
 	defer adminLn.Close()
-	// A cache that cannot be used costs a compile per start, not the start.
-	switch {
-	case cfg.CacheDir != "":
-		if err := checkCacheDir(cfg.CacheDir); err != nil {
-			log.Warn("-cache-dir cannot be used; the compiled filter is cached in memory only", "cache_dir", cfg.CacheDir, "err", err.Error())
-			cfg.CacheDir = ""
-		}
-	case cfg.NoDefaultCache != nil:
-		log.Warn("no default -cache-dir; the compiled filter is cached in memory only", "err", cfg.NoDefaultCache.Error())
-	}
 	upstream := cfg.Upstream
 	if upstream == upstreamEcho {
 		echo, err := startEcho(log)
@@ -332,7 +322,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger, started chan<- list
 		return err
 	}
 	logTrust(log, first)
-	log.Info("compiling the filter module", "filter", filterName(cfg), "cache_dir", cfg.CacheDir)
 	s, err := newServer(ctx, cfg, first, upstream, log)
 	if err != nil {
 		if cfg.FilterPath != "" {

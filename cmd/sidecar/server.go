@@ -47,6 +47,8 @@ type server struct {
 	memPages    uint32
 	retireBytes uint64
 	memSizedFor int64
+	// cacheDir is the compilation cache in use (usableCacheDir).
+	cacheDir string
 	// policy is the filter configuration in force, the body limit with it
 	// (reload.go): replaced whole by apply, never changed in place.
 	policy  atomic.Pointer[policy]
@@ -87,6 +89,8 @@ func newServer(ctx context.Context, cfg *config, first *policy, upstream string,
 	s.reloads = newReloadMetrics(s.reg)
 	s.memSizedFor = first.maxBody()
 	s.memPages, s.retireBytes = instanceMemory(s.memSizedFor)
+	s.cacheDir = usableCacheDir(cfg, log)
+	log.Info("compiling the filter module", "filter", filterName(cfg), "cache_dir", s.cacheDir)
 	if err := s.apply(ctx, first); err != nil {
 		return nil, err
 	}
@@ -140,7 +144,7 @@ func (s *server) hostOptions(pluginConfig []byte) host.Options {
 		PluginName:       "kvgate",
 		RootID:           "kvgate",
 		VMID:             "kvgate",
-		CacheDir:         s.cfg.CacheDir,
+		CacheDir:         s.cacheDir,
 		Logger:           s.log,
 		Registerer:       s.reg,
 		HeaderInPlace:    true, // the sidecar forwards r.Header and has no other use for it
