@@ -135,8 +135,14 @@ const (
 // in the order of the constants.
 var modeNames = []string{"enforce", "detect"}
 
-// String is the mode as the configuration spells it.
-func (m Mode) String() string { return modeNames[m] }
+// String is the mode as the configuration spells it (the default's name
+// for a value outside the constants, which acts as the default).
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return modeNames[ModeEnforce]
+}
 
 // GRPCMode is the "grpc" member of the configuration.
 type GRPCMode uint8
@@ -151,8 +157,14 @@ const (
 // in the order of the constants.
 var grpcNames = []string{"pass", "refuse"}
 
-// String is the mode as the configuration spells it.
-func (m GRPCMode) String() string { return grpcNames[m] }
+// String is the mode as the configuration spells it (the default's name
+// for a value outside the constants, which acts as the default).
+func (m GRPCMode) String() string {
+	if int(m) < len(grpcNames) {
+		return grpcNames[m]
+	}
+	return grpcNames[GRPCPass]
+}
 
 // DefaultConfig returns the configuration of an empty document.
 func DefaultConfig() Config {

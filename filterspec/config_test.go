@@ -312,3 +312,28 @@ func TestHas(t *testing.T) {
 		}
 	}
 }
+
+// The enumerations' names come from the tables the reader takes them from,
+// and a value outside the constants reads as the default it acts as.
+func TestEnumNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{ModeEnforce.String(), "enforce"}, {ModeDetect.String(), "detect"}, {Mode(9).String(), "enforce"},
+		{GRPCPass.String(), "pass"}, {GRPCRefuse.String(), "refuse"}, {GRPCMode(9).String(), "pass"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		doc  string
+		want Config
+	}{
+		{`{"mode":"detect","grpc":"refuse"}`, Config{Mode: ModeDetect, GRPC: GRPCRefuse}},
+		{`{"mode":"enforce","grpc":"pass"}`, Config{Mode: ModeEnforce, GRPC: GRPCPass}},
+	} {
+		cfg, err := ParseConfig([]byte(c.doc))
+		if err != nil || cfg.Mode != c.want.Mode || cfg.GRPC != c.want.GRPC {
+			t.Errorf("%s: mode %v grpc %v (%v), want %v %v", c.doc, cfg.Mode, cfg.GRPC, err, c.want.Mode, c.want.GRPC)
+		}
+	}
+}
