@@ -392,6 +392,9 @@ func compile(rules []SenderRule) (*Senders, error) {
 	return s, err
 }
 
+// ruleMembers are a sender rule's members, in the order of rule's fields.
+var ruleMembers = []string{"principal", "dns_name", "source_cidr"}
+
 // rule reads trusted_senders rule n.
 func (r *cfgReader) rule(n int) (SenderRule, error) {
 	var rule SenderRule
@@ -404,9 +407,9 @@ func (r *cfgReader) rule(n int) (SenderRule, error) {
 	}
 	var seen [3]bool
 	err := r.object(path, "a rule object", func(name string, at int) error {
-		field := slices.Index([]string{"principal", "dns_name", "source_cidr"}, name)
+		field := slices.Index(ruleMembers, name)
 		if field < 0 {
-			return &ConfigError{at, path + ": unknown member " + strconv.QuoteToASCII(name) + "; known: principal, dns_name, source_cidr"}
+			return &ConfigError{at, path + ": unknown member " + strconv.QuoteToASCII(name) + "; known: " + strings.Join(ruleMembers, ", ")}
 		}
 		mpath := rulePath(n, name)
 		if seen[field] {

@@ -267,12 +267,16 @@ func (ro *RouterOnly) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// routerOnlyMembers are the router_only object's members, in the order of
+// routerOnly's cases.
+var routerOnlyMembers = []string{"engines", "members", "headers", "untrusted"}
+
 // routerOnly reads the router_only object.
 func (r *cfgReader) routerOnly() (*RouterOnly, error) {
 	ro := &RouterOnly{Engines: []string{}, Members: []string{}, Headers: []string{}}
 	var seen [4]bool
 	err := r.object("router_only", "an object", func(name string, at int) error {
-		field := slices.Index([]string{"engines", "members", "headers", "untrusted"}, name)
+		field := slices.Index(routerOnlyMembers, name)
 		var err error
 		switch field {
 		case 0:
@@ -287,7 +291,7 @@ func (r *cfgReader) routerOnly() (*RouterOnly, error) {
 				ro.Refuse = i == 1
 			}
 		default:
-			return &ConfigError{at, "router_only: unknown member " + strconv.QuoteToASCII(name) + "; known: engines, members, headers, untrusted"}
+			return &ConfigError{at, "router_only: unknown member " + strconv.QuoteToASCII(name) + "; known: " + strings.Join(routerOnlyMembers, ", ")}
 		}
 		if err != nil {
 			return withPath("router_only."+name, err)
