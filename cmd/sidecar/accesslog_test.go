@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -10,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // headerRecorder is a worker that remembers the X-Request-Id of each
@@ -162,4 +166,75 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// blockingLog is a slog handler that holds every access line ("request")
+// until release is closed, as a slow log destination would.
+type blockingLog struct {
+	slog.Handler
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h blockingLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "request" {
+		h.held <- struct{}{}
+		<-h.release
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// The access line is written after the client has the whole answer: a log
+// destination that stalls delays no answer of known length, from the
+// worker or the sidecar's own.
+func TestAnswerBeforeAccessLine(t *testing.T) {
+	args := []string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t), "-upstream", "echo", "-max-body-bytes", "64"}
+	cfg, err := parseFlags(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := blockingLog{slog.NewJSONHandler(io.Discard, nil), make(chan struct{}), make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan listeners, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(h), started) }()
+	var l listeners
+	select {
+	case l = <-started:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	defer func() { close(h.release); cancel(); <-done }()
+	for _, c := range []struct {
+		name, body string
+		status     int
+	}{{"forwarded", `{"model":"m","kv_hints":{"x":1}}`, 200}, {"refused", strings.Repeat("x", 65), 413}} {
+		got := make(chan error, 1)
+		go func() {
+			resp, err := http.Post("http://"+l.API+"/v1/chat/completions", "application/json", strings.NewReader(c.body))
+			if err == nil {
+				var b []byte
+				b, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil && (resp.StatusCode != c.status || len(b) == 0) {
+					err = fmt.Errorf("status %d, %d bytes; want %d and a body", resp.StatusCode, len(b), c.status)
+				}
+			}
+			got <- err
+		}()
+		select {
+		case <-h.held:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no access line", c.name)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the answer waits for the access line", c.name)
+		}
+		h.release <- struct{}{}
+	}
 }

@@ -460,6 +460,18 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// complete reports whether the answer has been written in full: a final
+// status and as many body bytes as its Content-Length announced. A HEAD
+// answer or one without a body (1xx, 204, 304), and a chunked one, whose
+// last chunk net/http writes only after the handler, are not.
+func (w *statusWriter) complete() bool {
+	if w.status < 200 || w.status == http.StatusNoContent || w.status == http.StatusNotModified || w.writeFailed {
+		return false
+	}
+	n, err := strconv.ParseInt(w.Header().Get("Content-Length"), 10, 64)
+	return err == nil && n == w.n
+}
+
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
