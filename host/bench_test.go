@@ -53,6 +53,52 @@ func BenchmarkFilter(b *testing.B) {
 	}
 }
 
+// BenchmarkFilterCache is BenchmarkFilter/4KiB as a serving process meets
+// it: with the caches warm from the previous call (cache=warm), and after
+// 2 MiB of other memory was written, untimed, between calls
+// (cache=evicted: the L2 of this machine's cores, 1 MiB, twice over), as the
+// network, net/http and the proxy's own work do between two filter calls.
+// guest=kvgate is the embedded module; guest=noop the test guest, a Go
+// proxy-wasm module that only reads the body and continues: the floor of a
+// guest built with Go on this host.
+//
+//	go test -run '^$' -bench FilterCache -count 6 ./host | benchstat -col /cache -
+func BenchmarkFilterCache(b *testing.B) {
+	body := benchBody(4 << 10)
+	other := make([]byte, 2<<20)
+	for _, guest := range []string{"kvgate", "noop"} {
+		module := wasm.Module
+		if guest == "noop" {
+			module = testGuest(b)
+		}
+		h, err := New(context.Background(), module, Options{PoolSize: 1, CacheDir: testCacheDir(b),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, cache := range []string{"warm", "evicted"} {
+			b.Run("guest="+guest+"/cache="+cache, func(b *testing.B) {
+				hdr := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"4096"}, "User-Agent": {"bench"}, "Accept": {"*/*"}}
+				for b.Loop() {
+					if cache == "evicted" {
+						b.StopTimer()
+						for i := 0; i < len(other); i += 64 {
+							other[i]++
+						}
+						b.StartTimer()
+					}
+					d, err := h.Filter(context.Background(), &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "127.0.0.1:8080",
+						Protocol: "HTTP/1.1", Header: hdr, Body: body, RemoteAddr: "127.0.0.1:5555", LocalAddr: "127.0.0.1:8080"})
+					if err != nil || d.Local != nil || d.BodyChanged != (guest == "kvgate") {
+						b.Fatalf("%v %+v", err, d)
+					}
+				}
+			})
+		}
+		_ = h.Close(context.Background())
+	}
+}
+
 // startBenchHost is a Host of one kvgate instance at a body limit, its
 // memory capped as the sidecar caps it, that retires its instance after
 // every request when retire is set.
