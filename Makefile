@@ -126,6 +126,13 @@ bench-compare: deps
 	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=rev [NEW=rev]"; exit 2; }
 	OLD="$(OLD)" NEW="$(NEW)" sh tests/bench-compare.sh
 
+# kvgate.wasm compiled ahead of time to C (wasm2c) and run by a minimal C
+# host: ns per request without a wasm runtime (tests/wasm2c/run.sh). An
+# experiment, not a host: not in test.
+.PHONY: wasm2c-probe
+wasm2c-probe:
+	sh tests/wasm2c/run.sh
+
 # Every Go benchmark once (-benchtime 1x), no timing read: a benchmark
 # that no longer runs fails make test, not the next make bench. tests/e2e's
 # Hosts benchmark and tests/envoybench's Envoy benchmark run only whole
