@@ -22,6 +22,18 @@ func benchBody(size int) []byte {
 	return []byte(head + strings.Repeat("a", size-len(head)-len(tail)) + tail)
 }
 
+// benchHeader is the header of the Filter benchmarks' requests: a client's
+// usual fields.
+func benchHeader() http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "Content-Length": {"4096"}, "User-Agent": {"bench"}, "Accept": {"*/*"}}
+}
+
+// benchRequest is a chat completion of body with hdr, from and to loopback.
+func benchRequest(hdr http.Header, body []byte) *Request {
+	return &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "127.0.0.1:8080",
+		Protocol: "HTTP/1.1", Header: hdr, Body: body, RemoteAddr: "127.0.0.1:5555", LocalAddr: "127.0.0.1:8080"}
+}
+
 // BenchmarkFilter runs the embedded kvgate.wasm through Host.Filter, one
 // request at a time: the host's own cost on top of the guest's.
 //
@@ -39,12 +51,11 @@ func BenchmarkFilter(b *testing.B) {
 	}{{"1KiB", 1 << 10}, {"4KiB", 4 << 10}, {"4MiB", 4<<20 - 1}} {
 		body := benchBody(c.size)
 		b.Run(c.name, func(b *testing.B) {
-			hdr := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"4096"}, "User-Agent": {"bench"}, "Accept": {"*/*"}}
+			hdr := benchHeader()
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				d, err := h.Filter(context.Background(), &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "127.0.0.1:8080",
-					Protocol: "HTTP/1.1", Header: hdr, Body: body, RemoteAddr: "127.0.0.1:5555", LocalAddr: "127.0.0.1:8080"})
+				d, err := h.Filter(context.Background(), benchRequest(hdr, body))
 				if err != nil || d.Local != nil || !d.BodyChanged {
 					b.Fatalf("%v %+v", err, d)
 				}
@@ -78,7 +89,7 @@ func BenchmarkFilterCache(b *testing.B) {
 		}
 		for _, cache := range []string{"warm", "evicted"} {
 			b.Run("guest="+guest+"/cache="+cache, func(b *testing.B) {
-				hdr := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"4096"}, "User-Agent": {"bench"}, "Accept": {"*/*"}}
+				hdr := benchHeader()
 				for b.Loop() {
 					if cache == "evicted" {
 						b.StopTimer()
@@ -87,8 +98,7 @@ func BenchmarkFilterCache(b *testing.B) {
 						}
 						b.StartTimer()
 					}
-					d, err := h.Filter(context.Background(), &Request{Method: "POST", Path: "/v1/chat/completions", Authority: "127.0.0.1:8080",
-						Protocol: "HTTP/1.1", Header: hdr, Body: body, RemoteAddr: "127.0.0.1:5555", LocalAddr: "127.0.0.1:8080"})
+					d, err := h.Filter(context.Background(), benchRequest(hdr, body))
 					if err != nil || d.Local != nil || d.BodyChanged != (guest == "kvgate") {
 						b.Fatalf("%v %+v", err, d)
 					}

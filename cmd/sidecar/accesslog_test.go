@@ -188,23 +188,9 @@ func (h blockingLog) Handle(ctx context.Context, r slog.Record) error {
 // destination that stalls delays no answer of known length, from the
 // worker or the sidecar's own.
 func TestAnswerBeforeAccessLine(t *testing.T) {
-	args := []string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t), "-upstream", "echo", "-max-body-bytes", "64"}
-	cfg, err := parseFlags(args, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := blockingLog{slog.NewJSONHandler(io.Discard, nil), make(chan struct{}), make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan listeners, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, slog.New(h), started) }()
-	var l listeners
-	select {
-	case l = <-started:
-	case err := <-done:
-		t.Fatal(err)
-	}
-	defer func() { close(h.release); cancel(); <-done }()
+	l, _, _ := startWithLog(t, h, "-max-body-bytes", "64")
+	t.Cleanup(func() { close(h.release) }) // before the sidecar's own cleanup, which waits for requests
 	for _, c := range []struct {
 		name, body string
 		status     int

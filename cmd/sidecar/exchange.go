@@ -109,11 +109,12 @@ func (x *exchange) settle(o outcome) {
 // request left by. An answer already written in full (w.complete) is first
 // flushed, so that the client has it while the line is written: the
 // bookkeeping is off the request's critical path, and costs no write, for
-// net/http finds nothing left to send when the handler returns. A panic (http.ErrAbortHandler, with which ReverseProxy
-// ends an answer cut short) is accounted too, as what the request path
-// recorded or else outcomeAborted, then goes on (net/http closes the
-// connection); an answer the worker cut is first flushed, so that what it
-// sent before it stopped reaches the client.
+// net/http finds nothing left to send when the handler returns. A panic
+// (http.ErrAbortHandler, with which ReverseProxy ends an answer cut short)
+// is accounted too, as what the request path recorded or else
+// outcomeAborted, then goes on (net/http closes the connection); an answer
+// the worker cut is first flushed, so that what it sent before it stopped
+// reaches the client.
 func (x *exchange) finish() {
 	p := recover()
 	if p != nil {
@@ -121,8 +122,7 @@ func (x *exchange) finish() {
 		if x.outcome == outcomeUpstreamReset && x.w.status != 0 {
 			x.w.Flush()
 		}
-	}
-	if p == nil && x.w.complete() {
+	} else if x.w.complete() {
 		x.w.Flush()
 	}
 	x.release()

@@ -64,6 +64,13 @@ func testCache(t testing.TB) string {
 // startInProcess runs the sidecar in this process and returns its addresses.
 func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc, <-chan error) {
 	t.Helper()
+	return startWithLog(t, nil, args...)
+}
+
+// startWithLog is startInProcess with h as the sidecar's log handler; nil
+// is the one main builds, here writing to nowhere.
+func startWithLog(t testing.TB, h slog.Handler, args ...string) (listeners, context.CancelFunc, <-chan error) {
+	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-cache-dir", testCache(t), "-upstream", "echo"}, args...)
 	cfg, err := parseFlags(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
@@ -72,9 +79,11 @@ func startInProcess(t testing.TB, args ...string) (listeners, context.CancelFunc
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan listeners, 1)
 	done := make(chan error, 1)
-	// The logger main builds, writing to nowhere.
 	sink := newLogSink(io.Discard, cfg.LogFlush)
-	log := slog.New(flushOnWarn{slog.NewJSONHandler(sink, nil), sink})
+	if h == nil {
+		h = flushOnWarn{slog.NewJSONHandler(sink, nil), sink}
+	}
+	log := slog.New(h)
 	finished := make(chan struct{})
 	go func() { done <- run(ctx, cfg, log, started); sink.Close(); close(finished) }()
 	select {

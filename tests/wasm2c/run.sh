@@ -1,7 +1,8 @@
 #!/bin/sh
 # The committed wasm/kvgate.wasm compiled ahead of time to C (wasm2c, from
-# Debian's wabt) and to native code (gcc -O2), run by a minimal C host (harness.c: stub host calls, one configuration, a 4 KiB
-# untrusted chat body carrying a hint) that times N requests in a loop.
+# Debian's wabt) and to native code (gcc -O2), run by a minimal C host
+# (harness.c: stub host calls, one configuration, a 4 KiB untrusted chat
+# body carrying a hint) that times N requests in a loop.
 # Not in `make test`: an experiment, not a host. Usage:
 #
 #   tests/wasm2c/run.sh [N]      # or: make wasm2c-probe
