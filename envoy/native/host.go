@@ -27,7 +27,13 @@ type host struct {
 	hdrs   []abi.Header
 	hdrMap []byte
 	chunks [][]byte
-	body   []byte
+	// parts: chunks, buffered, received and apart are bodyParts' answer,
+	// kept until the hook ends or the module changes the body, so that the
+	// Plugin's read and the edits that follow it ask Envoy once.
+	parts              bool
+	buffered, received int
+	apart              bool
+	body               []byte
 	// drain is what ReplaceRequestBody left to remove once the hook's
 	// Plugin call is over: the old body's bytes at the front of the
 	// buffered and received buffers. The old body stays readable until
@@ -60,7 +66,7 @@ var (
 
 // begin and end bracket one Plugin call in an event hook.
 func (h *host) begin(s Stream, inBody bool) {
-	h.s, h.inBody = s, inBody
+	h.s, h.inBody, h.parts = s, inBody, false
 	h.replaced, h.drainBuffered, h.drainReceived = false, 0, 0
 	h.edits = h.edits[:0]
 }
@@ -72,16 +78,15 @@ func (h *host) end() error {
 		h.edits, h.s = h.edits[:0], nil
 		return err
 	}
-	s := h.s
-	h.s = nil
+	defer func() { h.s = nil }()
 	if !h.replaced {
 		return nil
 	}
 	h.replaced = false
-	if h.drainBuffered > 0 && !s.DrainBody(abi.BufferedRequestBody, h.drainBuffered) {
+	if h.drainBuffered > 0 && !h.drainBody(abi.BufferedRequestBody, h.drainBuffered) {
 		return errDrainBody
 	}
-	if h.drainReceived > 0 && !s.DrainBody(abi.ReceivedRequestBody, h.drainReceived) {
+	if h.drainReceived > 0 && !h.drainBody(abi.ReceivedRequestBody, h.drainReceived) {
 		return errDrainBody
 	}
 	return nil
@@ -125,20 +130,46 @@ func (h *host) RemoveRequestHeader(name string) error {
 // buffered ones, then, in a body hook, the hook's own data (unless it is
 // the buffered body itself, which an earlier filter's buffering makes it).
 func (h *host) bodyParts() (chunks [][]byte, buffered, received int) {
+	if h.parts {
+		return h.chunks, h.buffered, h.received
+	}
 	s := h.s
 	chunks = s.BodyChunks(abi.BufferedRequestBody, h.chunks[:0])
 	for _, c := range chunks {
 		buffered += len(c)
 	}
-	if h.inBody && !s.ReceivedBufferedRequestBody() {
+	h.apart = h.inBody && !s.ReceivedBufferedRequestBody()
+	if h.apart {
 		n := len(chunks)
 		chunks = s.BodyChunks(abi.ReceivedRequestBody, chunks)
 		for _, c := range chunks[n:] {
 			received += len(c)
 		}
 	}
-	h.chunks = chunks
+	h.chunks, h.buffered, h.received, h.parts = chunks, buffered, received, true
 	return chunks, buffered, received
+}
+
+// appendTo is the buffer a new body goes into: the hook's own data when
+// that is apart from the buffered body (bodyParts ran), else the buffered
+// body.
+func (h *host) appendTo() abi.BodyType {
+	if h.apart {
+		return abi.ReceivedRequestBody
+	}
+	return abi.BufferedRequestBody
+}
+
+// appendBody and drainBody change the body, which bodyParts then reads
+// anew.
+func (h *host) appendBody(t abi.BodyType, b []byte) bool {
+	h.parts = false
+	return h.s.AppendBody(t, b)
+}
+
+func (h *host) drainBody(t abi.BodyType, n int) bool {
+	h.parts = false
+	return h.s.DrainBody(t, n)
 }
 
 // BodySize is the size of the whole body received so far, from Envoy's
@@ -183,11 +214,7 @@ func (h *host) ReplaceRequestBody(oldSize int, body []byte) error {
 	if buffered+received != oldSize {
 		return errBodyChanged
 	}
-	into := abi.BufferedRequestBody
-	if h.inBody && !h.s.ReceivedBufferedRequestBody() {
-		into = abi.ReceivedRequestBody
-	}
-	if len(body) > 0 && !h.s.AppendBody(into, body) {
+	if len(body) > 0 && !h.appendBody(h.appendTo(), body) {
 		return errAppendBody
 	}
 	h.replaced, h.drainBuffered, h.drainReceived = true, buffered, received
@@ -228,7 +255,6 @@ func (h *host) EditRequestBody(oldSize int, edits []kvhints.Edit) error {
 // they cannot be applied there, the edited body is appended after the old
 // one, which is drained, as ReplaceRequestBody does.
 func (h *host) applyEdits() error {
-	s := h.s
 	chunks, buffered, received := h.bodyParts()
 	if buffered+received != h.editSize {
 		return errBodyChanged
@@ -242,19 +268,15 @@ func (h *host) applyEdits() error {
 		}
 		out := kvhints.AppendEdited(h.out[:0], body, h.edits)
 		h.out = out
-		into := abi.BufferedRequestBody
-		if h.inBody && !s.ReceivedBufferedRequestBody() {
-			into = abi.ReceivedRequestBody
-		}
-		if len(out) > 0 && !s.AppendBody(into, out) {
+		if len(out) > 0 && !h.appendBody(h.appendTo(), out) {
 			return errAppendBody
 		}
 		drain = buffered + received
 	}
-	if d := min(drain, buffered); d > 0 && !s.DrainBody(abi.BufferedRequestBody, d) {
+	if d := min(drain, buffered); d > 0 && !h.drainBody(abi.BufferedRequestBody, d) {
 		return errDrainBody
 	}
-	if d := drain - min(drain, buffered); d > 0 && !s.DrainBody(abi.ReceivedRequestBody, d) {
+	if d := drain - min(drain, buffered); d > 0 && !h.drainBody(abi.ReceivedRequestBody, d) {
 		return errDrainBody
 	}
 	return nil
