@@ -576,6 +576,19 @@ func TestRows(t *testing.T) {
 			t.Errorf("row %s: no ext_proc CPU time read", r.ID)
 		}
 	}
+	// Row nk's C module makes kvgate's calls: its counter counted every
+	// request it forwarded, so the row measures what it says.
+	if slices.ContainsFunc(h.Rows, func(r *row) bool { return r.ID == "nk" }) {
+		// A module's counters are in Envoy's dynamicmodulescustom namespace
+		// unless a runtime flag (envoy/envoy-native.yaml's) strips it.
+		n, err := h.Envoy.Stat("dynamicmodulescustom.kvgate_bench_calls")
+		if err != nil {
+			n, err = h.Envoy.Stat("kvgate_bench_calls")
+		}
+		if err != nil || n == 0 {
+			t.Errorf("row nk: kvgate_bench_calls = %d, %v; want the requests it forwarded", n, err)
+		}
+	}
 	table := res.table(h.Rows, s)
 	for _, r := range h.Rows {
 		if !strings.Contains(table, "| "+r.ID+" | "+r.Name) {

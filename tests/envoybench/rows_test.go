@@ -164,6 +164,7 @@ func allRows() []*row {
 		{ID: "f", Name: "ext_proc (Go gRPC), untrusted", Filters: "ext_proc", Rewrites: true, Ext: true},
 		{ID: "n0", Name: "bare dynamic module, no-op (C, no Go runtime)", Filters: "native-c"},
 		{ID: "nb", Name: "bare dynamic module, buffers the body (C, no Go runtime)", Filters: "native-c", PluginConfig: "buffer"},
+		{ID: "nk", Name: "the C module of nb, also making kvgate's Envoy calls (no Go runtime)", Filters: "native-c", PluginConfig: "calls"},
 		// nc runs only alone among the native rows, with
 		// KVGATE_NATIVE_MODULE set to a kvgate_noop build (a process runs
 		// one Go module; envoy/native/libkvgate/noop.go): KVGATE_ENVOY_ROWS=b,n0,nc.

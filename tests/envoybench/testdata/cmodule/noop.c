@@ -7,10 +7,20 @@
 // body before letting the request on, as the buffer filter (row b) and
 // kvgate do: the floor of a dynamic module that reads whole bodies.
 //
-// Every hook returns at once; a filter and a configuration are a non-NULL
-// handle that points at nothing but says which of the two it is.
+// Configured "calls" (row nk), it also makes the Envoy calls kvgate makes
+// for an untrusted 4 KiB request, in C: it reads the request headers and
+// removes Content-Length, and at the end of the body reads its size and
+// slices, looks at every byte once (memchr for the quotes, as a scan
+// would), sets kvgate's three access-log filter-state objects, counts, and
+// gives the headers the body's length. It leaves the body as it came. It is
+// the floor of a module that does kvgate's work in Envoy, with no Go
+// runtime: what the native module (row n) costs beyond it is Go's.
+//
+// Every other hook returns at once; a filter and a configuration are a
+// non-NULL handle that points at nothing but says which of the three it is.
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "abi.h"
@@ -20,14 +30,85 @@
 envoy_dynamic_module_type_abi_version_module_ptr envoy_dynamic_module_on_program_init(void) { return "v0.2.0"; }
 
 // BUFFERS is the handle of a configuration, and of its filters, that
-// buffer the body.
+// buffer the body; CALLS of those that also make kvgate's calls.
 #define BUFFERS 2
+#define CALLS 3
+
+// The counter a CALLS configuration defined (one family, no labels).
+static size_t calls_counter;
+
+static envoy_dynamic_module_type_module_buffer str(const char* s) {
+  return (envoy_dynamic_module_type_module_buffer){.ptr = s, .length = strlen(s)};
+}
+
+static int holds(envoy_dynamic_module_type_http_filter_module_ptr p) {
+  return (uintptr_t)p == BUFFERS || (uintptr_t)p == CALLS;
+}
+
+// calls_headers reads the request headers, as kvgate does to decide
+// (content type, encoding, length), and removes Content-Length.
+static void calls_headers(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
+  const envoy_dynamic_module_type_http_header_type t = envoy_dynamic_module_type_http_header_type_RequestHeader;
+  envoy_dynamic_module_type_envoy_http_header hs[64];
+  size_t n = envoy_dynamic_module_callback_http_get_headers_size(f, t);
+  if (n > 0 && n <= 64 && envoy_dynamic_module_callback_http_get_headers(f, t, hs)) {
+    size_t seen = 0;
+    for (size_t i = 0; i < n; i++) seen += hs[i].key_length + hs[i].value_length;
+    (void)seen;
+  }
+  envoy_dynamic_module_callback_http_set_header(f, t, str("content-length"), (envoy_dynamic_module_type_module_buffer){0});
+}
+
+// quotes counts the quotes in a body buffer's slices.
+static size_t quotes(envoy_dynamic_module_type_http_filter_envoy_ptr f, envoy_dynamic_module_type_http_body_type t) {
+  envoy_dynamic_module_type_envoy_buffer bufs[256];
+  size_t n = envoy_dynamic_module_callback_http_get_body_chunks_size(f, t), q = 0;
+  if (n == 0 || n > 256 || !envoy_dynamic_module_callback_http_get_body_chunks(f, t, bufs)) return 0;
+  for (size_t i = 0; i < n; i++) {
+    const char* p = bufs[i].ptr;
+    const char* end = p + bufs[i].length;
+    while ((p = memchr(p, '"', (size_t)(end - p))) != NULL) {
+      q++;
+      if (++p >= end) break;
+    }
+  }
+  return q;
+}
+
+// calls_body does kvgate's calls at the end of the body.
+static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
+  const envoy_dynamic_module_type_http_body_type buffered = envoy_dynamic_module_type_http_body_type_BufferedRequestBody;
+  const envoy_dynamic_module_type_http_body_type received = envoy_dynamic_module_type_http_body_type_ReceivedRequestBody;
+  size_t size = envoy_dynamic_module_callback_http_get_body_size(f, buffered);
+  size_t q = quotes(f, buffered);
+  if (!envoy_dynamic_module_callback_http_received_buffered_request_body(f)) {
+    size += envoy_dynamic_module_callback_http_get_body_size(f, received);
+    q += quotes(f, received);
+  }
+  (void)q;
+  envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint"), str("stripped"));
+  envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint_reason"), str("untrusted"));
+  envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.sender_trusted"), str("false"));
+  envoy_dynamic_module_callback_http_filter_increment_counter(f, calls_counter, NULL, 0, 1);
+  char len[24];
+  int k = snprintf(len, sizeof len, "%zu", size);
+  envoy_dynamic_module_callback_http_set_header(f, envoy_dynamic_module_type_http_header_type_RequestHeader,
+                                                str("content-length"),
+                                                (envoy_dynamic_module_type_module_buffer){.ptr = len, .length = (size_t)k});
+}
 
 envoy_dynamic_module_type_http_filter_config_module_ptr envoy_dynamic_module_on_http_filter_config_new(
     envoy_dynamic_module_type_http_filter_config_envoy_ptr filter_config_envoy_ptr,
     envoy_dynamic_module_type_envoy_buffer name, envoy_dynamic_module_type_envoy_buffer config) {
   if (config.length == 6 && memcmp(config.ptr, "buffer", 6) == 0)
     return (envoy_dynamic_module_type_http_filter_config_module_ptr)BUFFERS;
+  if (config.length == 5 && memcmp(config.ptr, "calls", 5) == 0) {
+    if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str("kvgate_bench_calls"),
+                                                                        NULL, 0, &calls_counter) !=
+        envoy_dynamic_module_type_metrics_result_Success)
+      return NULL;
+    return (envoy_dynamic_module_type_http_filter_config_module_ptr)CALLS;
+  }
   return (envoy_dynamic_module_type_http_filter_config_module_ptr)1;
 }
 
@@ -52,7 +133,8 @@ envoy_dynamic_module_type_http_filter_module_ptr envoy_dynamic_module_on_http_fi
 envoy_dynamic_module_type_on_http_filter_request_headers_status envoy_dynamic_module_on_http_filter_request_headers(
     envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
     envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
-  if ((uintptr_t)filter_module_ptr == BUFFERS && !end_of_stream)
+  if ((uintptr_t)filter_module_ptr == CALLS) calls_headers(filter_envoy_ptr);
+  if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_headers_status_StopIteration;
   return envoy_dynamic_module_type_on_http_filter_request_headers_status_Continue;
 }
@@ -60,8 +142,9 @@ envoy_dynamic_module_type_on_http_filter_request_headers_status envoy_dynamic_mo
 envoy_dynamic_module_type_on_http_filter_request_body_status envoy_dynamic_module_on_http_filter_request_body(
     envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
     envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
-  if ((uintptr_t)filter_module_ptr == BUFFERS && !end_of_stream)
+  if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_body_status_StopIterationAndBuffer;
+  if ((uintptr_t)filter_module_ptr == CALLS) calls_body(filter_envoy_ptr);
   return envoy_dynamic_module_type_on_http_filter_request_body_status_Continue;
 }
 
