@@ -19,6 +19,8 @@
 //	f  the same rule in an ext_proc server (Go, gRPC, kvhints natively)
 //	n0 a do-nothing dynamic module in C, no Go runtime (testdata/cmodule)
 //	nb the C module holding headers and buffering the body, as b does
+//	nk the C module of nb also making kvgate's calls into Envoy and reading
+//	   every body byte once: the floor of kvgate's work without Go
 //	n  kvgate's native dynamic module (bin/libkvgate.so), untrusted
 //	n2 the native module, trusted, admitting a 2 KiB envelope
 //
