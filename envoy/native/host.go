@@ -71,25 +71,19 @@ func (h *host) begin(s Stream, inBody bool) {
 	h.edits = h.edits[:0]
 }
 
-// end applies a pending body replacement and forgets the stream.
+// end applies pending body edits or a replacement and forgets the stream.
 func (h *host) end() error {
-	if len(h.edits) > 0 {
-		err := h.applyEdits()
-		h.edits, h.s = h.edits[:0], nil
-		return err
+	var err error
+	switch {
+	case len(h.edits) > 0:
+		err = h.applyEdits()
+		h.edits = h.edits[:0]
+	case h.replaced:
+		h.replaced = false
+		err = h.drainFront(h.drainBuffered, h.drainReceived)
 	}
-	defer func() { h.s = nil }()
-	if !h.replaced {
-		return nil
-	}
-	h.replaced = false
-	if h.drainBuffered > 0 && !h.drainBody(abi.BufferedRequestBody, h.drainBuffered) {
-		return errDrainBody
-	}
-	if h.drainReceived > 0 && !h.drainBody(abi.ReceivedRequestBody, h.drainReceived) {
-		return errDrainBody
-	}
-	return nil
+	h.s = nil
+	return err
 }
 
 func (h *host) Log(level proxywasm.LogLevel, msg string) {
@@ -160,16 +154,24 @@ func (h *host) appendTo() abi.BodyType {
 	return abi.BufferedRequestBody
 }
 
-// appendBody and drainBody change the body, which bodyParts then reads
+// appendBody and drainFront change the body, which bodyParts then reads
 // anew.
 func (h *host) appendBody(t abi.BodyType, b []byte) bool {
 	h.parts = false
 	return h.s.AppendBody(t, b)
 }
 
-func (h *host) drainBody(t abi.BodyType, n int) bool {
+// drainFront removes the first buffered bytes of the buffered body and
+// the first received bytes of the hook's own data.
+func (h *host) drainFront(buffered, received int) error {
 	h.parts = false
-	return h.s.DrainBody(t, n)
+	if buffered > 0 && !h.s.DrainBody(abi.BufferedRequestBody, buffered) {
+		return errDrainBody
+	}
+	if received > 0 && !h.s.DrainBody(abi.ReceivedRequestBody, received) {
+		return errDrainBody
+	}
+	return nil
 }
 
 // BodySize is the size of the whole body received so far, from Envoy's
@@ -273,13 +275,8 @@ func (h *host) applyEdits() error {
 		}
 		drain = buffered + received
 	}
-	if d := min(drain, buffered); d > 0 && !h.drainBody(abi.BufferedRequestBody, d) {
-		return errDrainBody
-	}
-	if d := drain - min(drain, buffered); d > 0 && !h.drainBody(abi.ReceivedRequestBody, d) {
-		return errDrainBody
-	}
-	return nil
+	d := min(drain, buffered)
+	return h.drainFront(d, drain-d)
 }
 
 func (h *host) SendLocalResponse(status int, details string, body, headers []byte) error {
