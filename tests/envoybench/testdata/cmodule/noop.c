@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "abi.h"
+#include "body.h"
 
 // The ABI version of envoy/native/internal/abi/abi.h, as the Go module
 // reports it (native.ABIVersion).
@@ -36,6 +37,10 @@ envoy_dynamic_module_type_abi_version_module_ptr envoy_dynamic_module_on_program
 
 // The counter a CALLS configuration defined (one family, no labels).
 static size_t calls_counter;
+
+// seen takes what a CALLS filter read, so that the compiler keeps the
+// reading.
+static volatile size_t seen;
 
 static envoy_dynamic_module_type_module_buffer str(const char* s) {
   return (envoy_dynamic_module_type_module_buffer){.ptr = s, .length = strlen(s)};
@@ -51,11 +56,8 @@ static void calls_headers(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
   const envoy_dynamic_module_type_http_header_type t = envoy_dynamic_module_type_http_header_type_RequestHeader;
   envoy_dynamic_module_type_envoy_http_header hs[64];
   size_t n = envoy_dynamic_module_callback_http_get_headers_size(f, t);
-  if (n > 0 && n <= 64 && envoy_dynamic_module_callback_http_get_headers(f, t, hs)) {
-    size_t seen = 0;
+  if (n > 0 && n <= 64 && envoy_dynamic_module_callback_http_get_headers(f, t, hs))
     for (size_t i = 0; i < n; i++) seen += hs[i].key_length + hs[i].value_length;
-    (void)seen;
-  }
   envoy_dynamic_module_callback_http_set_header(f, t, str("content-length"), (envoy_dynamic_module_type_module_buffer){0});
 }
 
@@ -77,15 +79,10 @@ static size_t quotes(envoy_dynamic_module_type_http_filter_envoy_ptr f, envoy_dy
 
 // calls_body does kvgate's calls at the end of the body.
 static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
-  const envoy_dynamic_module_type_http_body_type buffered = envoy_dynamic_module_type_http_body_type_BufferedRequestBody;
-  const envoy_dynamic_module_type_http_body_type received = envoy_dynamic_module_type_http_body_type_ReceivedRequestBody;
-  size_t size = envoy_dynamic_module_callback_http_get_body_size(f, buffered);
-  size_t q = quotes(f, buffered);
-  if (!envoy_dynamic_module_callback_http_received_buffered_request_body(f)) {
-    size += envoy_dynamic_module_callback_http_get_body_size(f, received);
-    q += quotes(f, received);
-  }
-  (void)q;
+  size_t size = kvgate_request_body_size(f, true);
+  seen += quotes(f, envoy_dynamic_module_type_http_body_type_BufferedRequestBody);
+  if (!envoy_dynamic_module_callback_http_received_buffered_request_body(f))
+    seen += quotes(f, envoy_dynamic_module_type_http_body_type_ReceivedRequestBody);
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint"), str("stripped"));
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint_reason"), str("untrusted"));
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.sender_trusted"), str("false"));
