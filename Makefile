@@ -133,6 +133,14 @@ bench-compare: deps
 wasm2c-probe:
 	sh tests/wasm2c/run.sh
 
+# The same compiled guest as an Envoy dynamic module behind C hooks
+# (tests/wasm2c/module.c): row nw of tests/envoybench, measured beside the
+# native module. Minutes of gcc, 3 GB: not in test.
+.PHONY: wasm2c-module
+wasm2c-module: bin/libkvgate_w2c.so
+bin/libkvgate_w2c.so: wasm/kvgate.wasm tests/wasm2c/module.c tests/wasm2c/rt.c tests/wasm2c/build.sh envoy/native/internal/abi/abi.h
+	sh tests/wasm2c/build.sh $@
+
 # Every Go benchmark once (-benchtime 1x), no timing read: a benchmark
 # that no longer runs fails make test, not the next make bench. tests/e2e's
 # Hosts benchmark and tests/envoybench's Envoy benchmark run only whole
