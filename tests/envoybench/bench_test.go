@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 //	KVGATE_ENVOY_CONCURRENCY  Envoy's --concurrency (default 1)
 //	KVGATE_WASM               another build of the module, for rows d and e
 //	KVGATE_WASM_B             a second build, measured in rows d' and e'
+//	KVGATE_W2C_MODULE         row nw's module (make wasm2c-module's
+//	                          bin/libkvgate_w2c.so); row nw needs it
 //	KVGATE_ENVOY_ROWS         only these rows (IDs separated by commas)
 //	KVGATE_ENVOY_LOADS        only these loads (names separated by commas, as
 //	                          in load.Name), to profile one of them alone
@@ -138,6 +140,7 @@ func start(tb testing.TB, concurrency int) *harness {
 		NoopPath:    noop,
 		NativePath:  nativeModule(tb),
 		CModulePath: buildCModule(tb),
+		W2CPath:     w2cModule(tb, h.Rows),
 		BarePath:    bare,
 		BodyLimit:   filterspec.DefaultMaxBodyBytes,
 	}, h.Rows)
@@ -185,6 +188,20 @@ func nativeModule(tb testing.TB) string {
 		tb.Fatalf("building the native module: %v\n%s", err, b)
 	}
 	return out
+}
+
+// w2cModule is $KVGATE_W2C_MODULE when row nw runs: its build takes
+// minutes (tests/wasm2c/build.sh), so it is made beforehand, never here.
+func w2cModule(tb testing.TB, rs []*row) string {
+	tb.Helper()
+	if !slices.ContainsFunc(rs, func(r *row) bool { return r.Filters == "native-w2c" }) {
+		return ""
+	}
+	p := os.Getenv("KVGATE_W2C_MODULE")
+	if p == "" {
+		tb.Fatal("row nw needs KVGATE_W2C_MODULE: build it with make wasm2c-module (bin/libkvgate_w2c.so)")
+	}
+	return absPath(p)
 }
 
 // buildCModule builds testdata/cmodule, row n0's dynamic module, with the
@@ -520,15 +537,11 @@ func TestRows(t *testing.T) {
 		}
 	}
 	// The same rule: kvgate and the ext_proc server answer bad bodies alike.
-	var d, f, n *row
-	for _, r := range h.Rows {
-		switch r.ID {
-		case "d":
-			d = r
-		case "f":
-			f = r
-		case "n":
-			n = r
+	// Row nw, when it runs, is the same guest behind other hooks: it too.
+	var same []*row
+	for _, id := range []string{"d", "f", "n", "nw"} {
+		if i := slices.IndexFunc(h.Rows, func(r *row) bool { return r.ID == id }); i >= 0 {
+			same = append(same, h.Rows[i])
 		}
 	}
 	for _, c := range []struct {
@@ -540,8 +553,8 @@ func TestRows(t *testing.T) {
 		{"unclosed array", `[1,2`, nil, 400},
 		{"gzip", `{"model":"m"}`, map[string]string{"Content-Encoding": "gzip"}, 415},
 	} {
-		var got [3]string
-		for i, r := range []*row{d, f, n} {
+		got := make([]string, len(same))
+		for i, r := range same {
 			req, _ := http.NewRequest(http.MethodPost, h.url(r), strings.NewReader(c.body))
 			for k, v := range c.header {
 				req.Header.Set(k, v)
@@ -558,8 +571,10 @@ func TestRows(t *testing.T) {
 			}
 			got[i] = buf.String()
 		}
-		if got[0] != got[1] || got[0] != got[2] {
-			t.Errorf("%s: kvgate answered %s, ext_proc %s, the native module %s", c.name, got[0], got[1], got[2])
+		for i, r := range same[1:] {
+			if got[i+1] != got[0] {
+				t.Errorf("%s: row %s answered %s, row %s %s", c.name, same[0].ID, got[0], r.ID, got[i+1])
+			}
 		}
 	}
 
@@ -576,15 +591,18 @@ func TestRows(t *testing.T) {
 			t.Errorf("row %s: no ext_proc CPU time read", r.ID)
 		}
 	}
-	// Row nk's C module makes kvgate's calls: its counter counted every
-	// request it forwarded, so the row measures what it says.
-	if slices.ContainsFunc(h.Rows, func(r *row) bool { return r.ID == "nk" }) {
+	// Rows nk and nr's C module makes kvgate's calls: its counters counted
+	// every request they forwarded, so the rows measure what they say.
+	for id, stat := range map[string]string{"nk": "kvgate_bench_calls", "nr": "kvgate_bench_rewrites"} {
+		if !slices.ContainsFunc(h.Rows, func(r *row) bool { return r.ID == id }) {
+			continue
+		}
 		// A module's counters are in Envoy's dynamicmodulescustom namespace:
 		// the rows' bootstrap has no runtime flag that strips it
 		// (envoy/envoy-native.yaml's).
-		n, err := h.Envoy.Stat("dynamicmodulescustom.kvgate_bench_calls")
+		n, err := h.Envoy.Stat("dynamicmodulescustom." + stat)
 		if err != nil || n == 0 {
-			t.Errorf("row nk: kvgate_bench_calls = %d, %v; want the requests it forwarded", n, err)
+			t.Errorf("row %s: %s = %d, %v; want the requests it forwarded", id, stat, n, err)
 		}
 	}
 	table := res.table(h.Rows, s)

@@ -21,6 +21,11 @@
 //	nb the C module holding headers and buffering the body, as b does
 //	nk the C module of nb also making kvgate's calls into Envoy and reading
 //	   every body byte once: the floor of kvgate's work without Go
+//	nr the C module of nk also writing the body back (drain, append) as a
+//	   rewriting filter must
+//	nw wasm/kvgate.wasm compiled ahead of time to C (wasm2c) behind C
+//	   dynamic-module hooks, no runtime (tests/wasm2c; opt-in, needs
+//	   KVGATE_W2C_MODULE)
 //	n  kvgate's native dynamic module (bin/libkvgate.so), untrusted
 //	n2 the native module, trusted, admitting a 2 KiB envelope
 //

@@ -165,11 +165,14 @@ func allRows() []*row {
 		{ID: "n0", Name: "bare dynamic module, no-op (C, no Go runtime)", Filters: "native-c"},
 		{ID: "nb", Name: "bare dynamic module, buffers the body (C, no Go runtime)", Filters: "native-c", PluginConfig: "buffer"},
 		{ID: "nk", Name: "the C module of nb, also making kvgate's Envoy calls (no Go runtime)", Filters: "native-c", PluginConfig: "calls"},
+		{ID: "nr", Name: "the C module of nk, also writing the body back through Envoy's calls (no Go runtime)", Filters: "native-c", PluginConfig: "rewrite"},
 		// nc runs only alone among the native rows, with
 		// KVGATE_NATIVE_MODULE set to a kvgate_noop build (a process runs
 		// one Go module; envoy/native/libkvgate/noop.go): KVGATE_ENVOY_ROWS=b,n0,nc.
 		{ID: "nc", Name: "Go dynamic module, no-op (kvgate_noop build)", Filters: "native", OptIn: true},
 		{ID: "n", Name: "kvgate native module, untrusted", Filters: "native", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true},
+		// nw needs KVGATE_W2C_MODULE (tests/wasm2c): KVGATE_ENVOY_ROWS=b,nk,nw,n.
+		{ID: "nw", Name: "kvgate.wasm compiled to C (wasm2c) behind C hooks, untrusted (no runtime)", Filters: "native-w2c", PluginConfig: `{"trust_kv_hints": false}`, Rewrites: true, OptIn: true},
 		{ID: "n2", Name: "kvgate native module, trusted, 2 KiB envelope", Filters: "native", PluginConfig: `{"trust_kv_hints": true}`, Trusted: true, Rewrites: true},
 	}
 }
@@ -186,6 +189,7 @@ type setup struct {
 	NoopPath    string // the built testdata/noop
 	NativePath  string // the built native module (bin/libkvgate.so)
 	CModulePath string // the built testdata/cmodule
+	W2CPath     string // $KVGATE_W2C_MODULE, row nw's module
 	BarePath    string // bareModule
 	BodyLimit   int
 	Concurrency int
@@ -257,13 +261,16 @@ func bootstrap(s setup, rs []*row) ([]byte, error) {
 			vm["code"] = envoyconfig.Doc{"local": envoyconfig.Doc{"filename": path}}
 			cfg["configuration"] = envoyconfig.Doc{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": r.PluginConfig}
 			filters = append(filters, f)
-		case "native", "native-c":
+		case "native", "native-c", "native-w2c":
 			// One Go module for every native row: a process runs one Go
 			// dynamic module (envoy/README.md). The C module has no Go
 			// runtime and loads beside it.
 			path := s.NativePath
-			if r.Filters == "native-c" {
+			switch r.Filters {
+			case "native-c":
 				path = s.CModulePath
+			case "native-w2c":
+				path = s.W2CPath
 			}
 			tc := clone(native).(envoyconfig.Doc)
 			tc["filter_name"] = "row-" + r.ID

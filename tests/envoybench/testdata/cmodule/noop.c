@@ -16,6 +16,12 @@
 // the floor of a module that does kvgate's work in Envoy, with no Go
 // runtime: what the native module (row n) costs beyond it is Go's.
 //
+// Configured "rewrite" (row nr), it does what "calls" does and also
+// writes the body back through Envoy's callbacks as a rewriting filter
+// must: it copies the body out, drains it and appends the copy, unchanged
+// (kvgate would append it without the hint). What n and nw cost beyond it
+// is their module's own work.
+//
 // Every other hook returns at once; a filter and a configuration are a
 // non-NULL handle that points at nothing but says which of the three it is.
 
@@ -34,9 +40,11 @@ envoy_dynamic_module_type_abi_version_module_ptr envoy_dynamic_module_on_program
 // buffer the body; CALLS of those that also make kvgate's calls.
 #define BUFFERS 2
 #define CALLS 3
+#define REWRITES 4
 
-// The counter a CALLS configuration defined (one family, no labels).
-static size_t calls_counter;
+// The counters a CALLS and a REWRITES configuration defined (one family
+// each, no labels).
+static size_t calls_counter, rewrites_counter;
 
 // seen takes what a CALLS filter read, so that the compiler keeps the
 // reading.
@@ -47,7 +55,7 @@ static envoy_dynamic_module_type_module_buffer str(const char* s) {
 }
 
 static int holds(envoy_dynamic_module_type_http_filter_module_ptr p) {
-  return (uintptr_t)p == BUFFERS || (uintptr_t)p == CALLS;
+  return (uintptr_t)p == BUFFERS || (uintptr_t)p == CALLS || (uintptr_t)p == REWRITES;
 }
 
 // calls_headers reads the request headers, as kvgate does to decide
@@ -77,8 +85,22 @@ static size_t quotes(envoy_dynamic_module_type_http_filter_envoy_ptr f, envoy_dy
   return q;
 }
 
+// rewrite replaces the buffered body by a copy of itself.
+static void rewrite(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
+  const envoy_dynamic_module_type_http_body_type t = envoy_dynamic_module_type_http_body_type_BufferedRequestBody;
+  envoy_dynamic_module_type_envoy_buffer bufs[256];
+  static __thread char copy[1 << 16];
+  size_t n = envoy_dynamic_module_callback_http_get_body_chunks_size(f, t), size = 0;
+  if (n == 0 || n > 256 || !envoy_dynamic_module_callback_http_get_body_chunks(f, t, bufs)) return;
+  for (size_t i = 0; i < n; i++) size += bufs[i].length;
+  if (size > sizeof copy) return;
+  for (size_t i = 0, o = 0; i < n; o += bufs[i].length, i++) memcpy(copy + o, bufs[i].ptr, bufs[i].length);
+  envoy_dynamic_module_callback_http_drain_body(f, t, size);
+  envoy_dynamic_module_callback_http_append_body(f, t, (envoy_dynamic_module_type_module_buffer){.ptr = copy, .length = size});
+}
+
 // calls_body does kvgate's calls at the end of the body.
-static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
+static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f, bool rewrites) {
   size_t size = kvgate_request_body_size(f, true);
   seen += quotes(f, envoy_dynamic_module_type_http_body_type_BufferedRequestBody);
   if (!envoy_dynamic_module_callback_http_received_buffered_request_body(f))
@@ -86,7 +108,11 @@ static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint"), str("stripped"));
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint_reason"), str("untrusted"));
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.sender_trusted"), str("false"));
-  envoy_dynamic_module_callback_http_filter_increment_counter(f, calls_counter, NULL, 0, 1);
+  envoy_dynamic_module_callback_http_filter_increment_counter(f, rewrites ? rewrites_counter : calls_counter, NULL, 0, 1);
+  if (rewrites) {
+    rewrite(f);
+    size = kvgate_request_body_size(f, true);
+  }
   char len[24];
   int k = snprintf(len, sizeof len, "%zu", size);
   envoy_dynamic_module_callback_http_set_header(f, envoy_dynamic_module_type_http_header_type_RequestHeader,
@@ -99,12 +125,13 @@ envoy_dynamic_module_type_http_filter_config_module_ptr envoy_dynamic_module_on_
     envoy_dynamic_module_type_envoy_buffer name, envoy_dynamic_module_type_envoy_buffer config) {
   if (config.length == 6 && memcmp(config.ptr, "buffer", 6) == 0)
     return (envoy_dynamic_module_type_http_filter_config_module_ptr)BUFFERS;
-  if (config.length == 5 && memcmp(config.ptr, "calls", 5) == 0) {
-    if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str("kvgate_bench_calls"),
-                                                                        NULL, 0, &calls_counter) !=
+  bool rewrites = config.length == 7 && memcmp(config.ptr, "rewrite", 7) == 0;
+  if (rewrites || (config.length == 5 && memcmp(config.ptr, "calls", 5) == 0)) {
+    if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str(rewrites ? "kvgate_bench_rewrites" : "kvgate_bench_calls"),
+                                                                        NULL, 0, rewrites ? &rewrites_counter : &calls_counter) !=
         envoy_dynamic_module_type_metrics_result_Success)
       return NULL;
-    return (envoy_dynamic_module_type_http_filter_config_module_ptr)CALLS;
+    return (envoy_dynamic_module_type_http_filter_config_module_ptr)(uintptr_t)(rewrites ? REWRITES : CALLS);
   }
   return (envoy_dynamic_module_type_http_filter_config_module_ptr)1;
 }
@@ -130,7 +157,7 @@ envoy_dynamic_module_type_http_filter_module_ptr envoy_dynamic_module_on_http_fi
 envoy_dynamic_module_type_on_http_filter_request_headers_status envoy_dynamic_module_on_http_filter_request_headers(
     envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
     envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
-  if ((uintptr_t)filter_module_ptr == CALLS) calls_headers(filter_envoy_ptr);
+  if ((uintptr_t)filter_module_ptr == CALLS || (uintptr_t)filter_module_ptr == REWRITES) calls_headers(filter_envoy_ptr);
   if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_headers_status_StopIteration;
   return envoy_dynamic_module_type_on_http_filter_request_headers_status_Continue;
@@ -141,7 +168,8 @@ envoy_dynamic_module_type_on_http_filter_request_body_status envoy_dynamic_modul
     envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
   if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_body_status_StopIterationAndBuffer;
-  if ((uintptr_t)filter_module_ptr == CALLS) calls_body(filter_envoy_ptr);
+  if ((uintptr_t)filter_module_ptr == CALLS || (uintptr_t)filter_module_ptr == REWRITES)
+    calls_body(filter_envoy_ptr, (uintptr_t)filter_module_ptr == REWRITES);
   return envoy_dynamic_module_type_on_http_filter_request_body_status_Continue;
 }
 
