@@ -5,37 +5,21 @@ import (
 	"github.com/kvgate/kvgate/proxywasm"
 
 	"bytes"
-	"encoding/binary"
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/internal/wiretest"
 	"github.com/kvgate/kvgate/kvhints"
 )
 
 var grpcCT = map[string]string{"content-type": "application/grpc"}
-
-// frame is one gRPC message: flag, big-endian length, message.
-func frame(flag byte, msg []byte) []byte {
-	b := []byte{flag, 0, 0, 0, 0}
-	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
-	return append(b, msg...)
-}
-
-// utf32be and utf16be encode ASCII text the way a client could send JSON.
-func utf32be(s string) []byte {
-	var b []byte
-	for _, r := range s {
-		b = binary.BigEndian.AppendUint32(b, uint32(r))
-	}
-	return b
-}
 
 // A gRPC request passes uninspected, counted, however its body arrives,
 // and streams through once its first bytes decided; a JSON body labelled
 // gRPC is inspected like any other; the content-length limit waits for
 // the bytes.
 func TestGRPCPassthrough(t *testing.T) {
-	msg := frame(0, []byte("\x0a\x05hello\x12\x03abc"))
+	msg := wiretest.GRPCFrame(0, []byte("\x0a\x05hello\x12\x03abc"))
 	hint := []byte(`{"kv_hints":{"protocol_version":"0.1"},"model":"m"}`)
 	for _, m := range []mode{modeLength, modeChunked, modeTrailers} {
 		t.Run(m.String(), func(t *testing.T) {
@@ -52,7 +36,7 @@ func TestGRPCPassthrough(t *testing.T) {
 				}
 			}
 			// Over the body limit: gRPC is not buffered, so no limit.
-			big := frame(0, bytes.Repeat([]byte{0x0a}, 100))
+			big := wiretest.GRPCFrame(0, bytes.Repeat([]byte{0x0a}, 100))
 			if out := send(p, h, 9, "POST", "/s/M", grpcCT, big, m); !out.forwarded || !bytes.Equal(out.body, big) {
 				t.Fatalf("large gRPC message: %+v", out)
 			}
@@ -65,7 +49,7 @@ func TestGRPCPassthrough(t *testing.T) {
 			}
 			// UTF-32-BE JSON labelled gRPC: inspected, refused as UTF-32,
 			// the gRPC way (INVALID_ARGUMENT).
-			out = send(p2, h2, 3, "POST", "/v1/completions", grpcCT, utf32be(string(hint)), m)
+			out = send(p2, h2, 3, "POST", "/v1/completions", grpcCT, wiretest.UTF32BE(string(hint)), m)
 			if out.forwarded || !isGRPCReply(out.local, "3", "UTF-32") || h2.counters[metric(filterspec.MetricRejected, "status", "400")] != 1 {
 				t.Fatalf("UTF-32-BE JSON labelled gRPC: %+v", out)
 			}
@@ -90,7 +74,7 @@ func TestGRPCPassthrough(t *testing.T) {
 func TestGRPCStreams(t *testing.T) {
 	h := newFakeHost(`{}`)
 	p, _ := newPlugin(h)
-	body := append(frame(0, []byte("\x08\x01")), frame(0, []byte("\x08\x02"))...)
+	body := append(wiretest.GRPCFrame(0, []byte("\x08\x01")), wiretest.GRPCFrame(0, []byte("\x08\x02"))...)
 	p.OnContextCreate(2, rootID)
 	h.headers = [][2]string{{":path", "/s/M"}, {"content-type", "application/grpc"}}
 	if a := p.OnRequestHeaders(2, 2, false).Action; a != proxywasm.ActionContinue {
@@ -118,7 +102,7 @@ func TestGRPCStreams(t *testing.T) {
 func TestGRPCRefuse(t *testing.T) {
 	h := newFakeHost(`{"grpc":"refuse"}`)
 	p, _ := newPlugin(h)
-	for i, body := range [][]byte{frame(0, []byte("x")), []byte(`{"kv_hints":1}`)} {
+	for i, body := range [][]byte{wiretest.GRPCFrame(0, []byte("x")), []byte(`{"kv_hints":1}`)} {
 		for _, m := range []mode{modeLength, modeChunked} {
 			out := send(p, h, uint32(2+i), "POST", "/s/M", map[string]string{"content-type": "application/grpc+proto", "content-encoding": "gzip"}, body, m)
 			if out.forwarded || out.local == nil {
@@ -156,7 +140,7 @@ func TestGRPCRefuse(t *testing.T) {
 	// An excluded path is not touched, gRPC or not.
 	h = newFakeHost(`{"grpc":"refuse","exclude_paths":["/grpc/*"]}`)
 	p, _ = newPlugin(h)
-	if out := send(p, h, 2, "POST", "/grpc/M", grpcCT, frame(0, nil), modeLength); !out.forwarded {
+	if out := send(p, h, 2, "POST", "/grpc/M", grpcCT, wiretest.GRPCFrame(0, nil), modeLength); !out.forwarded {
 		t.Errorf("excluded gRPC: %+v", out)
 	}
 }
@@ -177,12 +161,12 @@ func isGRPCReply(lr *localReply, code, msg string) bool {
 func TestGRPCAnswers(t *testing.T) {
 	h := newFakeHost(`{}`)
 	p, _ := newPlugin(h)
-	out := send(p, h, 2, "POST", "/s/M", map[string]string{"content-type": "application/grpc", "content-encoding": "gzip"}, frame(0, nil), modeLength)
+	out := send(p, h, 2, "POST", "/s/M", map[string]string{"content-type": "application/grpc", "content-encoding": "gzip"}, wiretest.GRPCFrame(0, nil), modeLength)
 	if !isGRPCReply(out.local, "12", "") || h.counters[metric(filterspec.MetricRejected, "status", "415")] != 1 {
 		t.Errorf("415: %+v", out)
 	}
 	h.fail["RequestBody"] = true
-	out = send(p, h, 3, "POST", "/s/M", grpcCT, frame(0, nil), modeLength)
+	out = send(p, h, 3, "POST", "/s/M", grpcCT, wiretest.GRPCFrame(0, nil), modeLength)
 	if !isGRPCReply(out.local, "14", "could not be filtered") || out.local.details != filterspec.DetailsFailed {
 		t.Errorf("failure: %+v", out)
 	}

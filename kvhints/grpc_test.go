@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/kvgate/kvgate/internal/wiretest"
 )
 
 func TestIsGRPCContentType(t *testing.T) {
@@ -39,30 +41,6 @@ func TestIsGRPCContentType(t *testing.T) {
 	}
 }
 
-// frame is one gRPC message: flag, big-endian length, message.
-func grpcFrame(flag byte, msg []byte) []byte {
-	b := []byte{flag, 0, 0, 0, 0}
-	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
-	return append(b, msg...)
-}
-
-// utf32be and utf16be encode ASCII text the way a client could send JSON.
-func utf32be(s string) []byte {
-	var b []byte
-	for _, r := range s {
-		b = binary.BigEndian.AppendUint32(b, uint32(r))
-	}
-	return b
-}
-
-func utf16be(s string) []byte {
-	var b []byte
-	for _, r := range s {
-		b = binary.BigEndian.AppendUint16(b, uint16(r))
-	}
-	return b
-}
-
 func TestDecideGRPC(t *testing.T) {
 	hint := `{"kv_hints":{"protocol_version":"0.1"},"model":"m"}`
 	pad := func(n int) []byte { return bytes.Repeat([]byte{0x5a}, n) }
@@ -71,42 +49,42 @@ func TestDecideGRPC(t *testing.T) {
 		body []byte
 		pass bool
 	}{
-		{"message", grpcFrame(0, []byte("\x0a\x05hello")), true},
-		{"empty message", grpcFrame(0, nil), true},
-		{"compressed", grpcFrame(1, []byte("\x1f\x8b\x08\x00")), true},
+		{"message", wiretest.GRPCFrame(0, []byte("\x0a\x05hello")), true},
+		{"empty message", wiretest.GRPCFrame(0, nil), true},
+		{"compressed", wiretest.GRPCFrame(1, []byte("\x1f\x8b\x08\x00")), true},
 		{"compressed with zero length bytes", []byte{1, 0, 0, 0, 0}, true},
-		{"two messages", append(grpcFrame(0, []byte("\x08\x01")), grpcFrame(0, []byte("\x08\x02"))...), true},
+		{"two messages", append(wiretest.GRPCFrame(0, []byte("\x08\x01")), wiretest.GRPCFrame(0, []byte("\x08\x02"))...), true},
 		{"bad flag", []byte{2, 0, 0, 0, 0}, false},
 		{"too short", []byte{0, 0, 0, 0}, false},
 		{"empty", nil, false},
 		{"UTF-8 JSON", []byte(hint), false},
 		// The issue's case: UTF-32-BE JSON labelled gRPC is read by Python.
-		{"UTF-32-BE JSON", utf32be(hint), false},
-		{"UTF-32-BE JSON with BOM", append([]byte{0, 0, 0xfe, 0xff}, utf32be(hint)...), false},
-		{"UTF-32-BE JSON after whitespace", utf32be(" \t\r\n" + hint), false},
-		{"UTF-32-BE number", utf32be("12345"), false},
-		{"UTF-32-BE -Infinity", utf32be("-Infinity"), false},
-		{"UTF-32-BE string with non-ASCII", append(append(utf32be(`"`), 0, 1, 0xf6, 0x00), utf32be(`"`)...), false},
-		{"UTF-16-BE JSON", utf16be(hint), false},
-		{"UTF-16-BE JSON after whitespace", utf16be("\n " + hint), false},
+		{"UTF-32-BE JSON", wiretest.UTF32BE(hint), false},
+		{"UTF-32-BE JSON with BOM", append([]byte{0, 0, 0xfe, 0xff}, wiretest.UTF32BE(hint)...), false},
+		{"UTF-32-BE JSON after whitespace", wiretest.UTF32BE(" \t\r\n" + hint), false},
+		{"UTF-32-BE number", wiretest.UTF32BE("12345"), false},
+		{"UTF-32-BE -Infinity", wiretest.UTF32BE("-Infinity"), false},
+		{"UTF-32-BE string with non-ASCII", append(append(wiretest.UTF32BE(`"`), 0, 1, 0xf6, 0x00), wiretest.UTF32BE(`"`)...), false},
+		{"UTF-16-BE JSON", wiretest.UTF16BE(hint), false},
+		{"UTF-16-BE JSON after whitespace", wiretest.UTF16BE("\n " + hint), false},
 		// gRPC messages whose prefix reads as the start of a UTF-32-BE text
 		// pass once the text goes wrong.
-		{"length 0x7B01: '{' then an undecodable unit", grpcFrame(0, pad(0x7b01)), true},
-		{"length 0x7B00: '{' then U+0A0102", grpcFrame(0, append([]byte{0x0a, 0x01, 0x02}, pad(0x7b00-3)...)), true},
-		{"length 0x2000: ' ' then U+0000", grpcFrame(0, make([]byte, 0x2000)), true},
-		{"length 0x3100: '1' then NUL", grpcFrame(0, make([]byte, 0x3100)), true},
-		{"length 0x0900: tab, then tab, then '{' and NUL", grpcFrame(0, append([]byte{0, 0, 9, 0, 0, 0, 0x7b}, make([]byte, 0x900-7)...)), true},
-		{"UTF-32-BE of only whitespace", utf32be("    "), true},
-		{"UTF-32-BE JSON cut in a unit", utf32be("{}")[:7], true},
-		{"UTF-32-BE JSON with data after it", utf32be("{} x"), true},
-		{"UTF-32-BE unclosed object", utf32be(`{"a":1`), true},
-		{"UTF-32-BE control character in a string", utf32be("\"a\x01\""), true},
-		{"UTF-32-BE second BOM", append([]byte{0, 0, 0xfe, 0xff}, utf32be("\ufeff{}")...), true},
-		{"UTF-16-BE odd length", append(utf16be("{}"), 0), true},
+		{"length 0x7B01: '{' then an undecodable unit", wiretest.GRPCFrame(0, pad(0x7b01)), true},
+		{"length 0x7B00: '{' then U+0A0102", wiretest.GRPCFrame(0, append([]byte{0x0a, 0x01, 0x02}, pad(0x7b00-3)...)), true},
+		{"length 0x2000: ' ' then U+0000", wiretest.GRPCFrame(0, make([]byte, 0x2000)), true},
+		{"length 0x3100: '1' then NUL", wiretest.GRPCFrame(0, make([]byte, 0x3100)), true},
+		{"length 0x0900: tab, then tab, then '{' and NUL", wiretest.GRPCFrame(0, append([]byte{0, 0, 9, 0, 0, 0, 0x7b}, make([]byte, 0x900-7)...)), true},
+		{"UTF-32-BE of only whitespace", wiretest.UTF32BE("    "), true},
+		{"UTF-32-BE JSON cut in a unit", wiretest.UTF32BE("{}")[:7], true},
+		{"UTF-32-BE JSON with data after it", wiretest.UTF32BE("{} x"), true},
+		{"UTF-32-BE unclosed object", wiretest.UTF32BE(`{"a":1`), true},
+		{"UTF-32-BE control character in a string", wiretest.UTF32BE("\"a\x01\""), true},
+		{"UTF-32-BE second BOM", append([]byte{0, 0, 0xfe, 0xff}, wiretest.UTF32BE("\ufeff{}")...), true},
+		{"UTF-16-BE odd length", append(wiretest.UTF16BE("{}"), 0), true},
 		{"UTF-16-BE message of 16 MiB", []byte{0, 1, 0, 0, 0, 0x0a}, true},
 		// Deeper than followed, or longer than looked at: inspected.
-		{"UTF-32-BE deep", utf32be(strings.Repeat("[", jsonMaxDepth+1)), false},
-		{"UTF-32-BE long string", utf32be(`"` + strings.Repeat("x", GRPCLookahead) + `"`), false},
+		{"UTF-32-BE deep", wiretest.UTF32BE(strings.Repeat("[", jsonMaxDepth+1)), false},
+		{"UTF-32-BE long string", wiretest.UTF32BE(`"` + strings.Repeat("x", GRPCLookahead) + `"`), false},
 	} {
 		pass, done := DecideGRPC(c.body, true)
 		if !done || pass != c.pass {
@@ -152,14 +130,14 @@ func checkDecision(t *testing.T, body []byte) {
 // changes the decision.
 func FuzzDecideGRPC(f *testing.F) {
 	for _, s := range []string{`{}`, `{"kv_hints":{"protocol_version":"0.1"}}`, ` [1,-2.5e3,"x\u0041",true,null,NaN,-Infinity]`, "\t\"\\\"\"", "0", `{"a":{"b":[{}]}}`} {
-		f.Add(utf32be(s))
-		f.Add(append([]byte{0, 0, 0xfe, 0xff}, utf32be(s)...))
-		f.Add(utf16be(s))
+		f.Add(wiretest.UTF32BE(s))
+		f.Add(append([]byte{0, 0, 0xfe, 0xff}, wiretest.UTF32BE(s)...))
+		f.Add(wiretest.UTF16BE(s))
 		f.Add([]byte(s))
 	}
-	f.Add(grpcFrame(0, []byte("\x0a\x05hello")))
-	f.Add(grpcFrame(1, []byte("x")))
-	f.Add(grpcFrame(0, make([]byte, 0x2000)))
+	f.Add(wiretest.GRPCFrame(0, []byte("\x0a\x05hello")))
+	f.Add(wiretest.GRPCFrame(1, []byte("x")))
+	f.Add(wiretest.GRPCFrame(0, make([]byte, 0x2000)))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) > 3*GRPCLookahead {
 			return

@@ -16,13 +16,8 @@ import (
 	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/internal/envoytest"
 	"github.com/kvgate/kvgate/internal/envoytest/envoyconfig"
+	"github.com/kvgate/kvgate/internal/wiretest"
 )
-
-// grpcFrame is one gRPC message: flag 0, big-endian length, message.
-func grpcFrame(msg []byte) []byte {
-	b := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
-	return append(b, msg...)
-}
 
 // grpcUpstream records what reaches it, reading each request body as it
 // streams: the first message as soon as it has arrived (then it signals
@@ -62,7 +57,7 @@ func startGRPCUpstream(t *testing.T) *grpcUpstream {
 		u.got[r.URL.Path] = append(body, rest...)
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/grpc")
-		_, _ = w.Write(grpcFrame([]byte("\x0a\x02ok")))
+		_, _ = w.Write(wiretest.GRPCFrame(0, []byte("\x0a\x02ok")))
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -137,9 +132,9 @@ func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoyconfig.Lis
 	}
 
 	// Unary.
-	unary := grpcFrame([]byte("\x0a\x05llama\x10\x10"))
+	unary := wiretest.GRPCFrame(0, []byte("\x0a\x05llama\x10\x10"))
 	resp := call(pass, "/llm.Generate/Unary", bytes.NewReader(unary))
-	if reply := drain(resp); resp.StatusCode != 200 || !bytes.Equal(reply, grpcFrame([]byte("\x0a\x02ok"))) {
+	if reply := drain(resp); resp.StatusCode != 200 || !bytes.Equal(reply, wiretest.GRPCFrame(0, []byte("\x0a\x02ok"))) {
 		t.Errorf("unary: %d %q", resp.StatusCode, reply)
 	}
 	if got, ok := up.received("/llm.Generate/Unary"); !ok || !bytes.Equal(got, unary) {
@@ -152,7 +147,7 @@ func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoyconfig.Lis
 	pr, pw := io.Pipe()
 	done := make(chan *http.Response, 1)
 	go func() { done <- call(pass, "/llm.Generate/Stream", pr) }()
-	m1, m2 := grpcFrame([]byte("\x08\x01")), grpcFrame([]byte("\x08\x02"))
+	m1, m2 := wiretest.GRPCFrame(0, []byte("\x08\x01")), wiretest.GRPCFrame(0, []byte("\x08\x02"))
 	if _, err := pw.Write(m1); err != nil {
 		t.Fatal(err)
 	}
@@ -177,10 +172,7 @@ func testGRPC(t *testing.T, startHost func(testing.TB, string, []envoyconfig.Lis
 	}
 
 	// UTF-32-BE JSON labelled gRPC: json.loads reads it, so it is inspected.
-	var u32 []byte
-	for _, r := range `{"model":"m","kv_hints":{"protocol_version":"0.1"}}` {
-		u32 = binary.BigEndian.AppendUint32(u32, uint32(r))
-	}
+	u32 := wiretest.UTF32BE(`{"model":"m","kv_hints":{"protocol_version":"0.1"}}`)
 	resp = call(pass, "/llm.Generate/Utf32", bytes.NewReader(u32))
 	drain(resp)
 	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "3" || !strings.Contains(resp.Header.Get("Grpc-Message"), "UTF-32") {
