@@ -3,7 +3,7 @@
 # compiled ahead of time to C by wasm2c (Debian's wabt, installed if it is
 # missing) and linked with module.c's proxy-wasm host calls and wasm2c's
 # runtime into one shared library. Not part of `make test`: gcc -O2 on the
-# 32 MB of generated C takes about 2 minutes and 3 GB of memory.
+# 32 MB of generated C takes about 3 minutes and 3 GB of memory.
 #
 #   tests/wasm2c/build.sh OUT.so     # or: make wasm2c-module
 set -eu
@@ -23,7 +23,7 @@ wasm2c wasm/kvgate.wasm -o "$gen/kvgate.c"
 # The generated code, compiled only when the wasm changed.
 sum=$(sha256sum wasm/kvgate.wasm | cut -c1-16)
 if [ ! -f "$gen/kvgate-$sum.o" ]; then
-	echo "gcc -O2 on $(wc -c <"$gen/kvgate.c") bytes of generated C (about 2 minutes, 3 GB of memory)"
+	echo "gcc -O2 on $(wc -c <"$gen/kvgate.c") bytes of generated C (about 3 minutes, 3 GB of memory)"
 	gcc $flags -c "$gen/kvgate.c" -o "$gen/kvgate-$sum.o"
 fi
 gcc $flags -c tests/wasm2c/rt.c -o "$gen/rt.o"
