@@ -170,6 +170,29 @@ func scrape(t testing.TB, admin string) map[string]float64 {
 	return m
 }
 
+// scrapeSettled scrapes once the sidecar has accounted for n requests in
+// all (kvgate_sidecar_requests_total over its outcomes), or after 5 s.
+// A request's outcome is counted after its answer of known length has
+// reached the client (the answer goes first), so a scrape straight after
+// the last answer can miss its count.
+func scrapeSettled(t testing.TB, admin string, n int) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m := scrape(t, admin)
+		sum := 0.0
+		for k, v := range m {
+			if strings.HasPrefix(k, "kvgate_sidecar_requests_total{") {
+				sum += v
+			}
+		}
+		if int(sum) == n || time.Now().After(deadline) {
+			return m
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func post(t testing.TB, url, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))

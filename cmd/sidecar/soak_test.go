@@ -175,7 +175,7 @@ func TestSoak(t *testing.T) {
 	if f := send(0, warm); f != 0 {
 		t.Fatalf("warm-up: %d failed requests", f)
 	}
-	before := scrape(t, admin)
+	before := scrapeSettled(t, admin, warm)
 	goalBefore := before["go_memstats_next_gc_bytes"]
 	hitsBefore, hintedBefore := hits.Load(), hinted.Load()
 	rssBefore := rss(t, pid)
@@ -196,7 +196,7 @@ func TestSoak(t *testing.T) {
 	// The last rewrite is applied within a poll of the file.
 	time.Sleep(1500 * time.Millisecond)
 	rssAfter := rss(t, pid)
-	after := scrape(t, admin)
+	after := scrapeSettled(t, admin, warm+total)
 	goalAfter := after["go_memstats_next_gc_bytes"]
 	t.Logf("soak: %d requests from %d clients in %v (%.0f req/s); sidecar RSS %.1f MiB before, %.1f MiB after (%+.1f MiB); GC heap goal %.1f -> %.1f MiB",
 		total, clients, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(),
