@@ -14,7 +14,7 @@
 // would), sets kvgate's three access-log filter-state objects, counts, and
 // gives the headers the body's length. It leaves the body as it came. It is
 // the floor of a module that does kvgate's work in Envoy, with no Go
-// runtime: what the native module (row n) costs beyond it is Go's.
+// runtime: what the native module (row n) costs beyond it is its own.
 //
 // Configured "rewrite" (row nr), it does what "calls" does and also
 // writes the body back through Envoy's callbacks as a rewriting filter
@@ -23,7 +23,7 @@
 // is their module's own work.
 //
 // Every other hook returns at once; a filter and a configuration are a
-// non-NULL handle that points at nothing but says which of the three it is.
+// non-NULL handle that points at nothing but says which of the four it is.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -37,7 +37,8 @@
 envoy_dynamic_module_type_abi_version_module_ptr envoy_dynamic_module_on_program_init(void) { return "v0.2.0"; }
 
 // BUFFERS is the handle of a configuration, and of its filters, that
-// buffer the body; CALLS of those that also make kvgate's calls.
+// buffer the body; CALLS of those that also make kvgate's calls, and
+// REWRITES of those that also write the body back.
 #define BUFFERS 2
 #define CALLS 3
 #define REWRITES 4
@@ -85,18 +86,41 @@ static size_t quotes(envoy_dynamic_module_type_http_filter_envoy_ptr f, envoy_dy
   return q;
 }
 
-// rewrite replaces the buffered body by a copy of itself.
-static void rewrite(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
-  const envoy_dynamic_module_type_http_body_type t = envoy_dynamic_module_type_http_body_type_BufferedRequestBody;
+// copy_out appends the slices of one body buffer to copy (at *size, at
+// most cap bytes in all) and returns how many bytes that buffer held, or
+// -1 when it does not fit.
+static long copy_out(envoy_dynamic_module_type_http_filter_envoy_ptr f, envoy_dynamic_module_type_http_body_type t,
+                     char* copy, size_t cap, size_t* size) {
   envoy_dynamic_module_type_envoy_buffer bufs[256];
+  size_t n = envoy_dynamic_module_callback_http_get_body_chunks_size(f, t), held = 0;
+  if (n > 256 || (n > 0 && !envoy_dynamic_module_callback_http_get_body_chunks(f, t, bufs))) return -1;
+  for (size_t i = 0; i < n; i++) {
+    if (*size + bufs[i].length > cap) return -1;
+    memcpy(copy + *size, bufs[i].ptr, bufs[i].length);
+    *size += bufs[i].length;
+    held += bufs[i].length;
+  }
+  return (long)held;
+}
+
+// rewrite replaces the body by a copy of itself, where it lies as the
+// native module finds it (envoy/native's bodyParts): the buffered body,
+// and the hook's own data when that is apart from it; the copy goes
+// where the native module appends a new body. False when nothing was
+// rewritten.
+static bool rewrite(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
+  const envoy_dynamic_module_type_http_body_type bt = envoy_dynamic_module_type_http_body_type_BufferedRequestBody;
+  const envoy_dynamic_module_type_http_body_type rt = envoy_dynamic_module_type_http_body_type_ReceivedRequestBody;
   static __thread char copy[1 << 16];
-  size_t n = envoy_dynamic_module_callback_http_get_body_chunks_size(f, t), size = 0;
-  if (n == 0 || n > 256 || !envoy_dynamic_module_callback_http_get_body_chunks(f, t, bufs)) return;
-  for (size_t i = 0; i < n; i++) size += bufs[i].length;
-  if (size > sizeof copy) return;
-  for (size_t i = 0, o = 0; i < n; o += bufs[i].length, i++) memcpy(copy + o, bufs[i].ptr, bufs[i].length);
-  envoy_dynamic_module_callback_http_drain_body(f, t, size);
-  envoy_dynamic_module_callback_http_append_body(f, t, (envoy_dynamic_module_type_module_buffer){.ptr = copy, .length = size});
+  size_t size = 0;
+  bool apart = !envoy_dynamic_module_callback_http_received_buffered_request_body(f);
+  long buffered = copy_out(f, bt, copy, sizeof copy, &size), received = 0;
+  if (buffered < 0 || (apart && (received = copy_out(f, rt, copy, sizeof copy, &size)) < 0) || size == 0) return false;
+  if ((buffered > 0 && !envoy_dynamic_module_callback_http_drain_body(f, bt, (size_t)buffered)) ||
+      (received > 0 && !envoy_dynamic_module_callback_http_drain_body(f, rt, (size_t)received)))
+    return false;
+  return envoy_dynamic_module_callback_http_append_body(f, apart ? rt : bt,
+                                                        (envoy_dynamic_module_type_module_buffer){.ptr = copy, .length = size});
 }
 
 // calls_body does kvgate's calls at the end of the body.
@@ -108,11 +132,10 @@ static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f, bool r
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint"), str("stripped"));
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.hint_reason"), str("untrusted"));
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.sender_trusted"), str("false"));
-  envoy_dynamic_module_callback_http_filter_increment_counter(f, rewrites ? rewrites_counter : calls_counter, NULL, 0, 1);
-  if (rewrites) {
-    rewrite(f);
-    size = kvgate_request_body_size(f, true);
-  }
+  // A REWRITES filter counts only the bodies it wrote back, so that the
+  // row's counter shows it rewrote what it forwarded.
+  if (!rewrites || rewrite(f)) envoy_dynamic_module_callback_http_filter_increment_counter(f, rewrites ? rewrites_counter : calls_counter, NULL, 0, 1);
+  if (rewrites) size = kvgate_request_body_size(f, true);
   char len[24];
   int k = snprintf(len, sizeof len, "%zu", size);
   envoy_dynamic_module_callback_http_set_header(f, envoy_dynamic_module_type_http_header_type_RequestHeader,
