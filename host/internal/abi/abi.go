@@ -110,6 +110,7 @@ type Stream struct {
 	Context context.Context
 
 	props map[string][]byte // set by the guest
+	vals  []byte            // props' values
 }
 
 // GuestProperties returns the properties the guest set on the stream

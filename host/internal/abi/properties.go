@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/kvgate/kvgate/filterspec"
 	"github.com/kvgate/kvgate/proxywasm"
 )
 
@@ -22,26 +23,50 @@ func propertyFuncs() []hostFunc {
 		}),
 		fn("proxy_set_property", ps(4), func(_ context.Context, in *Instance, s []uint64) proxywasm.Status {
 			path := in.Mem.Read("proxy_set_property", uint32(s[0]), uint32(s[1]))
-			val := append([]byte(nil), in.Mem.Read("proxy_set_property", uint32(s[2]), uint32(s[3]))...)
+			val := in.Mem.Read("proxy_set_property", uint32(s[2]), uint32(s[3]))
 			x := in.Stream
 			if x == nil {
 				return proxywasm.StatusNotFound
 			}
 			if x.props == nil {
-				x.props = map[string][]byte{}
+				x.props = make(map[string][]byte, 4)
 			}
-			x.props[propertyKey(path)] = val
+			// The values outlive the instance (Stream.GuestProperties), so
+			// they are copied, into one slab per stream: appending to it
+			// never moves what earlier values point at.
+			at := len(x.vals)
+			x.vals = append(x.vals, val...)
+			x.props[propertyKey(path)] = x.vals[at:len(x.vals):len(x.vals)]
 			return proxywasm.StatusOK
 		}),
 	}
 }
 
 // propertyKey turns a proxy-wasm property path ("request\x00path", with or
-// without a trailing NUL) into a dotted key ("request.path").
+// without a trailing NUL) into a dotted key ("request.path"). The keys of
+// the properties kvgate sets and reads come from knownKeys, without an
+// allocation on every request.
 func propertyKey(path []byte) string {
 	path = bytes.TrimSuffix(path, []byte{0})
+	if k, ok := knownKeys[string(path)]; ok {
+		return k
+	}
 	return strings.ReplaceAll(string(path), "\x00", ".")
 }
+
+// knownKeys maps the paths of the properties the filter sets and reads
+// (filterspec) to their dotted keys.
+var knownKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, p := range []string{
+		filterspec.PropertyHint, filterspec.PropertyHintReason, filterspec.PropertyHintDetail,
+		filterspec.PropertySenderTrusted, filterspec.PropertySenderRule, filterspec.PropertyRouterOnly,
+		filterspec.PropertyMTLS, filterspec.PropertyURISAN, filterspec.PropertyDNSSAN, filterspec.PropertySourceAddress,
+	} {
+		m[p] = strings.ReplaceAll(p, "\x00", ".")
+	}
+	return m
+}()
 
 // property answers a property: the plugin's own, then those the guest set
 // on the stream, then the request's.
