@@ -13,15 +13,15 @@ import (
 func TestDecisionProperties(t *testing.T) {
 	r := &hostRunner{}
 	type kept struct {
-		name, hint string
-		props      map[string][]byte
-		snapshot   map[string]string
+		name     string
+		props    map[string][]byte
+		snapshot map[string]string
 	}
 	var all []kept
 	check := vectors.Each(func(c *vectors.Case, _ string, _ vectors.Result) {
 		d := r.last
 		hint, reason := c.Hint()
-		k := kept{name: c.Name, hint: hint, props: d.Properties, snapshot: map[string]string{}}
+		k := kept{name: c.Name, props: d.Properties, snapshot: map[string]string{}}
 		for key, v := range d.Properties {
 			k.snapshot[key] = string(v)
 		}
