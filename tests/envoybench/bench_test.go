@@ -374,6 +374,9 @@ func p50(s sample) float64    { return float64(s.P50) / 1e3 }
 func cpu(s sample) float64    { return float64(s.CPU) / 1e3 }
 func extCPU(s sample) float64 { return float64(s.ExtCPU) / 1e3 }
 
+// offWorker is the part of cpu outside Envoy's worker threads.
+func offWorker(s sample) float64 { return float64(s.OffWorker) / 1e3 }
+
 // table renders the run as Markdown: per row, medians over the rounds and
 // the per-round comparison with the baseline row.
 func (res results) table(rs []*row, s settings) string {
@@ -450,6 +453,7 @@ func (res results) benchfmt(rs []*row) string {
 				} else {
 					fmt.Fprintf(&b, "BenchmarkEnvoy/%s %d %.1f p50-µs %.2f cpu-µs/req", name, s.N, p50(s), cpu(s))
 				}
+				fmt.Fprintf(&b, " %.2f offworker-cpu-µs/req", offWorker(s))
 				if r.Ext {
 					fmt.Fprintf(&b, " %.2f ext-cpu-µs/req", extCPU(s))
 				}
@@ -587,13 +591,19 @@ func TestRows(t *testing.T) {
 		if res[0][0][r.ID].CPU <= 0 {
 			t.Errorf("row %s: no Envoy CPU time read", r.ID)
 		}
+		// The worker thread's own time is read by its name: a name Envoy
+		// changed would put all of it off the worker.
+		if s := res[0][0][r.ID]; s.OffWorker >= s.CPU {
+			t.Errorf("row %s: no CPU time of Envoy's worker thread read (%v of %v off it)", r.ID, s.OffWorker, s.CPU)
+		}
 		if r.Ext && res[0][0][r.ID].ExtCPU <= 0 {
 			t.Errorf("row %s: no ext_proc CPU time read", r.ID)
 		}
 	}
-	// Rows nk and nr's C module makes kvgate's calls: its counters counted
-	// every request they forwarded, so the rows measure what they say.
-	for id, stat := range map[string]string{"nk": "kvgate_bench_calls", "nr": "kvgate_bench_rewrites"} {
+	// Rows nk, nr and np's C module makes kvgate's calls: its counters
+	// counted every request they forwarded, so the rows measure what they
+	// say.
+	for id, stat := range map[string]string{"nk": "kvgate_bench_calls", "nr": "kvgate_bench_rewrites", "np": "kvgate_bench_pages"} {
 		if !slices.ContainsFunc(h.Rows, func(r *row) bool { return r.ID == id }) {
 			continue
 		}

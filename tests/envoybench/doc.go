@@ -23,6 +23,8 @@
 //	   every body byte once: the floor of kvgate's work without Go
 //	nr the C module of nk also writing the body back (drain, append) as a
 //	   rewriting filter must
+//	np the C module of nr also touching, per request, as many distinct
+//	   memory pages (code and data) as the native module does beyond nr
 //	nw wasm/kvgate.wasm compiled ahead of time to C (wasm2c) behind C
 //	   dynamic-module hooks, no runtime (tests/wasm2c; opt-in, needs
 //	   KVGATE_W2C_MODULE)

@@ -46,6 +46,29 @@ func cpuTime(pid int) (time.Duration, error) {
 	return statTime(pid)
 }
 
+// workerTime returns the CPU time Envoy's worker threads (named
+// wrk:worker_<n>) have used so far, from schedstat as cpuTime; 0 without
+// schedstat or a pid.
+func workerTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	var sum time.Duration
+	for _, t := range tasks {
+		if c, err := os.ReadFile(filepath.Join(t, "comm")); err != nil || !strings.HasPrefix(string(c), "wrk:worker_") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(t, "schedstat"))
+		if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+			if ns, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				sum += time.Duration(ns)
+			}
+		}
+	}
+	return sum
+}
+
 // statTime is utime+stime from /proc/<pid>/stat, assuming the usual 100
 // ticks a second.
 func statTime(pid int) (time.Duration, error) {
@@ -78,7 +101,10 @@ type sample struct {
 	Elapsed time.Duration // from the first request sent to the last answer
 	P50     time.Duration // median latency
 	CPU     time.Duration // Envoy's CPU time per request
-	ExtCPU  time.Duration // the ext_proc server's CPU time per request
+	// OffWorker is the part of CPU spent outside Envoy's worker threads:
+	// a Go module's runtime threads (sysmon, hand-offs of its P) show here.
+	OffWorker time.Duration
+	ExtCPU    time.Duration // the ext_proc server's CPU time per request
 }
 
 // ReqPerSec is the throughput.
@@ -140,6 +166,7 @@ func drive(cl *http.Client, url string, body []byte, clients int, stream bool, d
 			cpu0[i], _ = cpuTime(p)
 		}
 	}
+	work0 := workerTime(pids[0])
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var (
@@ -185,6 +212,7 @@ func drive(cl *http.Client, url string, body []byte, clients int, stream bool, d
 		s.P50 = lat[len(lat)/2]
 		s.CPU = (cpu1[0] - cpu0[0]) / time.Duration(s.N)
 		s.ExtCPU = (cpu1[1] - cpu0[1]) / time.Duration(s.N)
+		s.OffWorker = s.CPU - (workerTime(pids[0])-work0)/time.Duration(s.N)
 	}
 	return s
 }

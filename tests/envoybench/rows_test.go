@@ -166,6 +166,7 @@ func allRows() []*row {
 		{ID: "nb", Name: "bare dynamic module, buffers the body (C, no Go runtime)", Filters: "native-c", PluginConfig: "buffer"},
 		{ID: "nk", Name: "the C module of nb, also making kvgate's Envoy calls (no Go runtime)", Filters: "native-c", PluginConfig: "calls"},
 		{ID: "nr", Name: "the C module of nk, also writing the body back through Envoy's calls (no Go runtime)", Filters: "native-c", PluginConfig: "rewrite"},
+		{ID: "np", Name: "the C module of nr, also touching as many memory pages as n (no Go runtime)", Filters: "native-c", PluginConfig: "pages"},
 		// nc runs only alone among the native rows, with
 		// KVGATE_NATIVE_MODULE set to a kvgate_noop build (a process runs
 		// one Go module; envoy/native/libkvgate/noop.go): KVGATE_ENVOY_ROWS=b,n0,nc.

@@ -22,8 +22,17 @@
 // (kvgate would append it without the hint). What n and nw cost beyond it
 // is their module's own work.
 //
+// Configured "pages" (row np), it does what "rewrite" does and also
+// touches, on every request, as many distinct memory pages as the native
+// module does beyond this module's rewrite (measured from
+// /proc/<envoy>/smaps' Referenced after one request, BENCHMARKS §4): it
+// calls one tiny function on each of PAGES_CODE code pages and writes a
+// word in each of PAGES_DATA data pages. Its own work is a few hundred
+// instructions: what it costs Envoy beyond nr is what that many pages cost
+// a request on this machine.
+//
 // Every other hook returns at once; a filter and a configuration are a
-// non-NULL handle that points at nothing but says which of the four it is.
+// non-NULL handle that points at nothing but says which of the five it is.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -42,21 +51,51 @@ envoy_dynamic_module_type_abi_version_module_ptr envoy_dynamic_module_on_program
 #define BUFFERS 2
 #define CALLS 3
 #define REWRITES 4
+#define PAGES 5
 
-// The counters a CALLS and a REWRITES configuration defined (one family
-// each, no labels).
-static size_t calls_counter, rewrites_counter;
+
+// The counters a CALLS, a REWRITES and a PAGES configuration defined (one
+// family each, no labels).
+static size_t calls_counter, rewrites_counter, pages_counter;
 
 // seen takes what a CALLS filter read, so that the compiler keeps the
 // reading.
 static volatile size_t seen;
+
+// The native module's pages per 4 KiB request beyond nr's (BENCHMARKS §4):
+// its text, and its data, Go heap and stacks.
+#define PAGES_CODE 72
+#define PAGES_DATA 64
+
+// page_fn is PAGES_CODE functions, each alone on a page of its own.
+#define PAGE_FN(n) \
+  __attribute__((noinline, aligned(4096))) static int page_fn_##n(int x) { return x * (n + 3) + 1; }
+#define PAGE_FN8(n) PAGE_FN(n##0) PAGE_FN(n##1) PAGE_FN(n##2) PAGE_FN(n##3) PAGE_FN(n##4) PAGE_FN(n##5) PAGE_FN(n##6) PAGE_FN(n##7)
+PAGE_FN8(1) PAGE_FN8(2) PAGE_FN8(3) PAGE_FN8(4) PAGE_FN8(5) PAGE_FN8(6) PAGE_FN8(7) PAGE_FN8(8) PAGE_FN8(9)
+#define PAGE_REF8(n) page_fn_##n##0, page_fn_##n##1, page_fn_##n##2, page_fn_##n##3, page_fn_##n##4, page_fn_##n##5, page_fn_##n##6, page_fn_##n##7
+static int (*const volatile page_fns[PAGES_CODE])(int) = {PAGE_REF8(1), PAGE_REF8(2), PAGE_REF8(3), PAGE_REF8(4), PAGE_REF8(5),
+                                                          PAGE_REF8(6), PAGE_REF8(7), PAGE_REF8(8), PAGE_REF8(9)};
+static char page_data[PAGES_DATA][4096] __attribute__((aligned(4096)));
+
+// touch_pages runs every page function and writes a word on every data
+// page.
+static void touch_pages(void) {
+  int x = (int)seen;
+  for (int i = 0; i < PAGES_CODE; i++) x = page_fns[i](x);
+  for (int i = 0; i < PAGES_DATA; i++) {
+    int* w = (int*)page_data[i];
+    *w += x;
+    x ^= *w;
+  }
+  seen += (size_t)x;
+}
 
 static envoy_dynamic_module_type_module_buffer str(const char* s) {
   return (envoy_dynamic_module_type_module_buffer){.ptr = s, .length = strlen(s)};
 }
 
 static int holds(envoy_dynamic_module_type_http_filter_module_ptr p) {
-  return (uintptr_t)p == BUFFERS || (uintptr_t)p == CALLS || (uintptr_t)p == REWRITES;
+  return (uintptr_t)p == BUFFERS || (uintptr_t)p == CALLS || (uintptr_t)p == REWRITES || (uintptr_t)p == PAGES;
 }
 
 // calls_headers reads the request headers, as kvgate does to decide
@@ -124,7 +163,7 @@ static bool rewrite(envoy_dynamic_module_type_http_filter_envoy_ptr f) {
 }
 
 // calls_body does kvgate's calls at the end of the body.
-static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f, bool rewrites) {
+static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f, bool rewrites, size_t counter) {
   size_t size = kvgate_request_body_size(f, true);
   seen += quotes(f, envoy_dynamic_module_type_http_body_type_BufferedRequestBody);
   if (!envoy_dynamic_module_callback_http_received_buffered_request_body(f))
@@ -134,7 +173,7 @@ static void calls_body(envoy_dynamic_module_type_http_filter_envoy_ptr f, bool r
   envoy_dynamic_module_callback_http_set_filter_state_bytes(f, str("wasm.kvgate.sender_trusted"), str("false"));
   // A REWRITES filter counts only the bodies it wrote back, so that the
   // row's counter shows it rewrote what it forwarded.
-  if (!rewrites || rewrite(f)) envoy_dynamic_module_callback_http_filter_increment_counter(f, rewrites ? rewrites_counter : calls_counter, NULL, 0, 1);
+  if (!rewrites || rewrite(f)) envoy_dynamic_module_callback_http_filter_increment_counter(f, counter, NULL, 0, 1);
   if (rewrites) size = kvgate_request_body_size(f, true);
   char len[24];
   int k = snprintf(len, sizeof len, "%zu", size);
@@ -148,6 +187,12 @@ envoy_dynamic_module_type_http_filter_config_module_ptr envoy_dynamic_module_on_
     envoy_dynamic_module_type_envoy_buffer name, envoy_dynamic_module_type_envoy_buffer config) {
   if (config.length == 6 && memcmp(config.ptr, "buffer", 6) == 0)
     return (envoy_dynamic_module_type_http_filter_config_module_ptr)BUFFERS;
+  if (config.length == 5 && memcmp(config.ptr, "pages", 5) == 0) {
+    if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str("kvgate_bench_pages"), NULL, 0,
+                                                                        &pages_counter) != envoy_dynamic_module_type_metrics_result_Success)
+      return NULL;
+    return (envoy_dynamic_module_type_http_filter_config_module_ptr)PAGES;
+  }
   bool rewrites = config.length == 7 && memcmp(config.ptr, "rewrite", 7) == 0;
   if (rewrites || (config.length == 5 && memcmp(config.ptr, "calls", 5) == 0)) {
     if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str(rewrites ? "kvgate_bench_rewrites" : "kvgate_bench_calls"),
@@ -180,7 +225,8 @@ envoy_dynamic_module_type_http_filter_module_ptr envoy_dynamic_module_on_http_fi
 envoy_dynamic_module_type_on_http_filter_request_headers_status envoy_dynamic_module_on_http_filter_request_headers(
     envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
     envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
-  if ((uintptr_t)filter_module_ptr == CALLS || (uintptr_t)filter_module_ptr == REWRITES) calls_headers(filter_envoy_ptr);
+  uintptr_t m = (uintptr_t)filter_module_ptr;
+  if (m == CALLS || m == REWRITES || m == PAGES) calls_headers(filter_envoy_ptr);
   if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_headers_status_StopIteration;
   return envoy_dynamic_module_type_on_http_filter_request_headers_status_Continue;
@@ -191,8 +237,10 @@ envoy_dynamic_module_type_on_http_filter_request_body_status envoy_dynamic_modul
     envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
   if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_body_status_StopIterationAndBuffer;
-  if ((uintptr_t)filter_module_ptr == CALLS || (uintptr_t)filter_module_ptr == REWRITES)
-    calls_body(filter_envoy_ptr, (uintptr_t)filter_module_ptr == REWRITES);
+  uintptr_t m = (uintptr_t)filter_module_ptr;
+  if (m == CALLS || m == REWRITES || m == PAGES)
+    calls_body(filter_envoy_ptr, m != CALLS, m == CALLS ? calls_counter : m == REWRITES ? rewrites_counter : pages_counter);
+  if (m == PAGES) touch_pages();
   return envoy_dynamic_module_type_on_http_filter_request_body_status_Continue;
 }
 
