@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,22 @@ import (
 	"github.com/kvgate/kvgate/tests/vectors"
 )
 
-func freeAddr(t testing.TB) string { return freeAddrs(t)[0] }
+// freeAddr is a free loopback address whose port no earlier call in this
+// test binary returned: two addresses taken one after the other, such as
+// a sidecar's -listen and -admin, differ even when the kernel would hand
+// out a just-closed port again (a sidecar given one port twice refuses to
+// start).
+func freeAddr(t testing.TB) string {
+	for {
+		a := freeAddrs(t)[0]
+		if _, dup := handedOut.LoadOrStore(a, true); !dup {
+			return a
+		}
+	}
+}
+
+// handedOut is every address freeAddr returned.
+var handedOut sync.Map
 
 // freeAddrPair is two free addresses that differ: listeners that are
 // opened and closed one after the other may be handed the same port, and
@@ -283,4 +299,18 @@ func python() (path, why string) {
 		return "", why + "no python3 on PATH"
 	}
 	return p, ""
+}
+
+// TestFreeAddrDistinct checks that freeAddr never returns one address
+// twice: two calls in a row once gave a benchmark's sidecar the same port
+// for -listen and -admin, and it refused to start.
+func TestFreeAddrDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for range 200 {
+		a := freeAddr(t)
+		if seen[a] {
+			t.Fatalf("freeAddr returned %s twice", a)
+		}
+		seen[a] = true
+	}
 }

@@ -117,7 +117,7 @@ func startSidecarProc(b *testing.B, bin, upstream string, args ...string) benchP
 	if bin == "" {
 		bin, _ = artifacts(b)
 	}
-	api, admin := freeAddr(b), freeAddr(b)
+	api, admin := freeAddrPair(b)
 	cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin, "-cache-dir", testCache(b), "-upstream", upstream}, args...)...)
 	logs := &syncbuf.Buffer{}
 	cmd.Stderr = logs

@@ -34,7 +34,7 @@ func BenchmarkReady(b *testing.B) {
 			args := []string{"-upstream", "echo", "-cache-dir", testCache(b), "-max-body-bytes", strconv.Itoa(limit), "-pool-size", "2"}
 			cl := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 			start := func(bin string) (ready, full time.Duration) {
-				api, admin := freeAddr(b), freeAddr(b)
+				api, admin := freeAddrPair(b)
 				cmd := exec.Command(bin, append([]string{"-listen", api, "-admin", admin}, args...)...)
 				logs := &syncbuf.Buffer{}
 				cmd.Stderr = logs
