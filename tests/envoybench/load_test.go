@@ -18,14 +18,15 @@ import (
 
 // cpuTime returns the CPU time a process has used so far: the sum over its
 // threads of /proc/<pid>/task/<tid>/schedstat's first field (nanoseconds
-// on a CPU). /proc/<pid>/stat's utime+stime says the same in clock ticks
-// (10 ms), too coarse for a round of a few hundred large requests; it is
-// the fallback where schedstat is missing. Envoy's threads live as long as
-// the process, so no thread's time is lost between two readings.
-func cpuTime(pid int) (time.Duration, error) {
+// on a CPU), and the part of it Envoy's worker threads (named
+// wrk:worker_<n>) used. /proc/<pid>/stat's utime+stime says the same in
+// clock ticks (10 ms), too coarse for a round of a few hundred large
+// requests; it is the fallback where schedstat is missing, with no
+// worker part. Envoy's threads live as long as the process, so no
+// thread's time is lost between two readings.
+func cpuTime(pid int) (total, worker time.Duration, err error) {
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	if err == nil && len(tasks) > 0 {
-		var sum time.Duration
 		for _, t := range tasks {
 			b, err := os.ReadFile(t)
 			if err != nil {
@@ -33,40 +34,21 @@ func cpuTime(pid int) (time.Duration, error) {
 			}
 			f := strings.Fields(string(b))
 			if len(f) == 0 {
-				return 0, fmt.Errorf("%s: empty", t)
+				return 0, 0, fmt.Errorf("%s: empty", t)
 			}
 			ns, err := strconv.ParseInt(f[0], 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("%s: %v", t, err)
+				return 0, 0, fmt.Errorf("%s: %v", t, err)
 			}
-			sum += time.Duration(ns)
-		}
-		return sum, nil
-	}
-	return statTime(pid)
-}
-
-// workerTime returns the CPU time Envoy's worker threads (named
-// wrk:worker_<n>) have used so far, from schedstat as cpuTime; 0 without
-// schedstat or a pid.
-func workerTime(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	var sum time.Duration
-	for _, t := range tasks {
-		if c, err := os.ReadFile(filepath.Join(t, "comm")); err != nil || !strings.HasPrefix(string(c), "wrk:worker_") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(t, "schedstat"))
-		if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-			if ns, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-				sum += time.Duration(ns)
+			total += time.Duration(ns)
+			if c, err := os.ReadFile(filepath.Join(filepath.Dir(t), "comm")); err == nil && strings.HasPrefix(string(c), "wrk:worker_") {
+				worker += time.Duration(ns)
 			}
 		}
+		return total, worker, nil
 	}
-	return sum
+	total, err = statTime(pid)
+	return total, 0, err
 }
 
 // statTime is utime+stime from /proc/<pid>/stat, assuming the usual 100
@@ -160,13 +142,12 @@ func post(cl *http.Client, url string, body []byte, check string, stream bool) e
 // is set, and measures the answers and the CPU time the processes pids[0]
 // (Envoy) and pids[1] (ext_proc, if non-zero) used.
 func drive(cl *http.Client, url string, body []byte, clients int, stream bool, d time.Duration, pids [2]int) sample {
-	var cpu0 [2]time.Duration
+	var cpu0, work0 [2]time.Duration
 	for i, p := range pids {
 		if p != 0 {
-			cpu0[i], _ = cpuTime(p)
+			cpu0[i], work0[i], _ = cpuTime(p)
 		}
 	}
-	work0 := workerTime(pids[0])
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var (
@@ -201,10 +182,10 @@ func drive(cl *http.Client, url string, body []byte, clients int, stream bool, d
 	}
 	wg.Wait()
 	s := sample{N: len(lat), Errors: int(errs.Load()), Err: firstErr, Elapsed: time.Since(start)}
-	var cpu1 [2]time.Duration
+	var cpu1, work1 [2]time.Duration
 	for i, p := range pids {
 		if p != 0 {
-			cpu1[i], _ = cpuTime(p)
+			cpu1[i], work1[i], _ = cpuTime(p)
 		}
 	}
 	if s.N > 0 {
@@ -212,7 +193,7 @@ func drive(cl *http.Client, url string, body []byte, clients int, stream bool, d
 		s.P50 = lat[len(lat)/2]
 		s.CPU = (cpu1[0] - cpu0[0]) / time.Duration(s.N)
 		s.ExtCPU = (cpu1[1] - cpu0[1]) / time.Duration(s.N)
-		s.OffWorker = s.CPU - (workerTime(pids[0])-work0)/time.Duration(s.N)
+		s.OffWorker = s.CPU - (work1[0]-work0[0])/time.Duration(s.N)
 	}
 	return s
 }

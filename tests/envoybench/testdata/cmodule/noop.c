@@ -46,17 +46,21 @@
 envoy_dynamic_module_type_abi_version_module_ptr envoy_dynamic_module_on_program_init(void) { return "v0.2.0"; }
 
 // BUFFERS is the handle of a configuration, and of its filters, that
-// buffer the body; CALLS of those that also make kvgate's calls, and
-// REWRITES of those that also write the body back.
+// buffer the body; CALLS of those that also make kvgate's calls;
+// REWRITES of those that also write the body back; and PAGES of those
+// that also touch the native module's pages.
 #define BUFFERS 2
 #define CALLS 3
 #define REWRITES 4
 #define PAGES 5
 
+// makes_calls is true of the handles of CALLS, REWRITES and PAGES: those
+// that make kvgate's calls.
+static bool makes_calls(uintptr_t m) { return m >= CALLS && m <= PAGES; }
 
-// The counters a CALLS, a REWRITES and a PAGES configuration defined (one
-// family each, no labels).
-static size_t calls_counter, rewrites_counter, pages_counter;
+// The counter each of those configurations defined, by handle (one family
+// each, no labels).
+static size_t counters[PAGES + 1];
 
 // seen takes what a CALLS filter read, so that the compiler keeps the
 // reading.
@@ -95,7 +99,7 @@ static envoy_dynamic_module_type_module_buffer str(const char* s) {
 }
 
 static int holds(envoy_dynamic_module_type_http_filter_module_ptr p) {
-  return (uintptr_t)p == BUFFERS || (uintptr_t)p == CALLS || (uintptr_t)p == REWRITES || (uintptr_t)p == PAGES;
+  return (uintptr_t)p == BUFFERS || makes_calls((uintptr_t)p);
 }
 
 // calls_headers reads the request headers, as kvgate does to decide
@@ -187,19 +191,17 @@ envoy_dynamic_module_type_http_filter_config_module_ptr envoy_dynamic_module_on_
     envoy_dynamic_module_type_envoy_buffer name, envoy_dynamic_module_type_envoy_buffer config) {
   if (config.length == 6 && memcmp(config.ptr, "buffer", 6) == 0)
     return (envoy_dynamic_module_type_http_filter_config_module_ptr)BUFFERS;
-  if (config.length == 5 && memcmp(config.ptr, "pages", 5) == 0) {
-    if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str("kvgate_bench_pages"), NULL, 0,
-                                                                        &pages_counter) != envoy_dynamic_module_type_metrics_result_Success)
+  static const struct {
+    const char *config, *counter;
+    uintptr_t handle;
+  } calling[] = {{"calls", "kvgate_bench_calls", CALLS}, {"rewrite", "kvgate_bench_rewrites", REWRITES}, {"pages", "kvgate_bench_pages", PAGES}};
+  for (size_t i = 0; i < sizeof calling / sizeof calling[0]; i++) {
+    if (config.length != strlen(calling[i].config) || memcmp(config.ptr, calling[i].config, config.length) != 0) continue;
+    uintptr_t h = calling[i].handle;
+    if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str(calling[i].counter), NULL, 0,
+                                                                        &counters[h]) != envoy_dynamic_module_type_metrics_result_Success)
       return NULL;
-    return (envoy_dynamic_module_type_http_filter_config_module_ptr)PAGES;
-  }
-  bool rewrites = config.length == 7 && memcmp(config.ptr, "rewrite", 7) == 0;
-  if (rewrites || (config.length == 5 && memcmp(config.ptr, "calls", 5) == 0)) {
-    if (envoy_dynamic_module_callback_http_filter_config_define_counter(filter_config_envoy_ptr, str(rewrites ? "kvgate_bench_rewrites" : "kvgate_bench_calls"),
-                                                                        NULL, 0, rewrites ? &rewrites_counter : &calls_counter) !=
-        envoy_dynamic_module_type_metrics_result_Success)
-      return NULL;
-    return (envoy_dynamic_module_type_http_filter_config_module_ptr)(uintptr_t)(rewrites ? REWRITES : CALLS);
+    return (envoy_dynamic_module_type_http_filter_config_module_ptr)h;
   }
   return (envoy_dynamic_module_type_http_filter_config_module_ptr)1;
 }
@@ -226,7 +228,7 @@ envoy_dynamic_module_type_on_http_filter_request_headers_status envoy_dynamic_mo
     envoy_dynamic_module_type_http_filter_envoy_ptr filter_envoy_ptr,
     envoy_dynamic_module_type_http_filter_module_ptr filter_module_ptr, bool end_of_stream) {
   uintptr_t m = (uintptr_t)filter_module_ptr;
-  if (m == CALLS || m == REWRITES || m == PAGES) calls_headers(filter_envoy_ptr);
+  if (makes_calls(m)) calls_headers(filter_envoy_ptr);
   if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_headers_status_StopIteration;
   return envoy_dynamic_module_type_on_http_filter_request_headers_status_Continue;
@@ -238,8 +240,7 @@ envoy_dynamic_module_type_on_http_filter_request_body_status envoy_dynamic_modul
   if (holds(filter_module_ptr) && !end_of_stream)
     return envoy_dynamic_module_type_on_http_filter_request_body_status_StopIterationAndBuffer;
   uintptr_t m = (uintptr_t)filter_module_ptr;
-  if (m == CALLS || m == REWRITES || m == PAGES)
-    calls_body(filter_envoy_ptr, m != CALLS, m == CALLS ? calls_counter : m == REWRITES ? rewrites_counter : pages_counter);
+  if (makes_calls(m)) calls_body(filter_envoy_ptr, m != CALLS, counters[m]);
   if (m == PAGES) touch_pages();
   return envoy_dynamic_module_type_on_http_filter_request_body_status_Continue;
 }
