@@ -23,13 +23,17 @@ import (
 )
 
 // freeAddr is a free loopback address whose port no earlier call in this
-// test binary returned: two addresses taken one after the other, such as
-// a sidecar's -listen and -admin, differ even when the kernel would hand
-// out a just-closed port again (a sidecar given one port twice refuses to
-// start).
+// test binary returned: a listener opened and closed just after another
+// may be handed the same port, and a sidecar given one port twice (as
+// -listen and -admin) refuses to start.
 func freeAddr(t testing.TB) string {
 	for {
-		a := freeAddrs(t)[0]
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := ln.Addr().String()
+		ln.Close()
 		if _, dup := handedOut.LoadOrStore(a, true); !dup {
 			return a
 		}
@@ -39,27 +43,8 @@ func freeAddr(t testing.TB) string {
 // handedOut is every address freeAddr returned.
 var handedOut sync.Map
 
-// freeAddrPair is two free addresses that differ: listeners that are
-// opened and closed one after the other may be handed the same port, and
-// a sidecar given one port twice refuses to start.
-func freeAddrPair(t testing.TB) (string, string) {
-	a := freeAddrs(t)
-	return a[0], a[1]
-}
-
-// freeAddrs holds two listeners open at once so that their ports differ.
-func freeAddrs(t testing.TB) [2]string {
-	var a [2]string
-	for i := range a {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		a[i] = ln.Addr().String()
-	}
-	return a
-}
+// freeAddrPair is two free addresses that differ.
+func freeAddrPair(t testing.TB) (string, string) { return freeAddr(t), freeAddr(t) }
 
 // startBinary runs the real sidecar binary and waits for /readyz.
 func startBinary(t testing.TB, args ...string) (api, admin string) {
